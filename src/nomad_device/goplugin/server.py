@@ -1,0 +1,281 @@
+"""Serve gRPC services as a go-plugin plugin process.
+
+The life of the process: refuse to run without the host's cookie; route all
+output through hclog; negotiate the app protocol; listen (unix socket by
+default); print the handshake; serve until the host calls Shutdown or sends
+SIGTERM; clean up the socket; exit. Nothing here knows about Nomad.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import grp
+import logging
+import os
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, NoReturn
+
+import grpc
+
+from nomad_device.goplugin import handshake as hs
+from nomad_device.goplugin.hclog import TRACE, StdioCapture, install_plugin_logging
+from nomad_device.goplugin.services import add_goplugin_services
+
+if TYPE_CHECKING:
+    from nomad_device.goplugin.tlsproxy import TLSTerminator
+
+__all__ = ["ENV_NETWORK", "Registrar", "ServeConfig", "serve"]
+
+#: Our own switch (not go-plugin's): ``tcp`` makes the plugin listen on
+#: 127.0.0.1 within PLUGIN_MIN_PORT..PLUGIN_MAX_PORT instead of a unix socket.
+ENV_NETWORK: Final = "GOPLUGIN_PY_NETWORK"
+
+#: How long in-flight calls get to finish once a stop is requested. Long-lived
+#: streams are cancelled after it; the host waits 2 s in all.
+STOP_GRACE_SECONDS: Final = 0.2
+
+Registrar = Callable[[grpc.aio.Server], Awaitable[None]]
+
+log = logging.getLogger("goplugin.server")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """What to serve: the handshake and, per app protocol version, the services.
+
+    ``on_stop`` runs after the server stopped (release resources there).
+    """
+
+    handshake: hs.HandshakeConfig
+    versions: Mapping[int, Registrar]
+    network: str | None = None
+    log_level: int = TRACE
+    on_stop: Callable[[], Awaitable[None]] | None = None
+    grpc_options: tuple[tuple[str, int | str], ...] = field(default=())
+
+
+@dataclass
+class _Listener:
+    network: str
+    address: str
+    cleanup: Callable[[], None]
+
+
+def serve(config: ServeConfig) -> NoReturn:
+    """Run the plugin process to completion; never returns."""
+    if not config.handshake.cookie_ok():
+        sys.stderr.write(hs.NOT_A_PLUGIN_MESSAGE)
+        sys.stderr.flush()
+        raise SystemExit(1)
+
+    capture = install_plugin_logging(config.log_level)
+    code = 1
+    loop = asyncio.new_event_loop()
+    try:
+        asyncio.set_event_loop(loop)
+        code = loop.run_until_complete(_serve(config, capture))
+    except BaseException as exc:
+        if not isinstance(exc, SystemExit | KeyboardInterrupt):
+            log.error("plugin failed: %s", exc, exc_info=exc)
+    finally:
+        if capture is not None:
+            capture.stop()
+    # os._exit: a sync author call stuck in a worker thread must not keep a
+    # shut-down plugin alive past the host's grace period.
+    os._exit(code)
+
+
+async def _serve(config: ServeConfig, capture: StdioCapture | None) -> int:
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_log_loop_exception)
+    stop = asyncio.Event()
+
+    version = hs.negotiate_version(os.environ.get(hs.ENV_PROTOCOL_VERSIONS), config.versions.keys())
+    server = grpc.aio.server(
+        options=[
+            ("grpc.so_reuseport", 0),  # two plugins must never share a port
+            *config.grpc_options,
+        ]
+    )
+    await add_goplugin_services(server, capture, stop.set)
+    await config.versions[version](server)
+
+    credentials, cert_field = _server_credentials()
+    listener = await _listen(server, credentials, config.network)
+    try:
+        line = hs.HandshakeLine(version, listener.network, listener.address, "grpc", cert_field)
+        log.debug(
+            "plugin address", extra={"network": listener.network, "address": listener.address}
+        )
+        _write_handshake(capture, line.render())
+        _install_signal_handlers(loop, stop)
+        await stop.wait()
+        log.debug("stopping plugin server")
+        await server.stop(STOP_GRACE_SECONDS)
+        if config.on_stop is not None:
+            await config.on_stop()
+    finally:
+        listener.cleanup()
+    return 0
+
+
+def _write_handshake(capture: StdioCapture | None, text: str) -> None:
+    fd = capture.real_stdout if capture is not None else sys.stdout.fileno()
+    data = text.encode()
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _install_signal_handlers(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    interrupts = 0
+
+    def on_interrupt() -> None:
+        # The host owns our lifetime; Ctrl-C in its terminal reaches us too.
+        nonlocal interrupts
+        interrupts += 1
+        log.log(TRACE, "plugin received interrupt signal, ignoring", extra={"count": interrupts})
+
+    def on_terminate() -> None:
+        log.info("received SIGTERM, stopping")
+        stop.set()
+
+    loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    loop.add_signal_handler(signal.SIGTERM, on_terminate)
+
+
+def _server_credentials() -> tuple[TLSTerminator | None, str]:
+    """AutoMTLS, when the host asked for it: a TLS terminator and our handshake cert.
+
+    TLS is done by OpenSSL in front of a plaintext gRPC socket (see tlsproxy):
+    gRPC's own TLS cannot complete go-plugin's P-521 mutual-TLS handshake.
+    """
+    client_cert = os.environ.get(hs.ENV_CLIENT_CERT, "")
+    if not client_cert:
+        return None, ""
+    # Imported here: cryptography is slow to import and most hosts never ask.
+    from nomad_device.goplugin.tls import cert_to_handshake, generate_keypair
+    from nomad_device.goplugin.tlsproxy import TLSTerminator
+
+    pair = generate_keypair()
+    return TLSTerminator(pair, client_cert.encode()), cert_to_handshake(pair)
+
+
+def _add_port(server: grpc.aio.Server, address: str) -> int:
+    return server.add_insecure_port(address)
+
+
+async def _listen(
+    server: grpc.aio.Server, tls: TLSTerminator | None, network: str | None
+) -> _Listener:
+    network = network or os.environ.get(ENV_NETWORK) or "unix"
+    if network not in ("unix", "tcp"):
+        raise ValueError(f"{ENV_NETWORK} must be 'unix' or 'tcp', not {network!r}")
+    if tls is not None:
+        # gRPC serves plaintext where only this process can reach it; the
+        # terminator takes the public address below.
+        try:
+            _add_port(server, f"unix:{tls.backend_path}")
+            await server.start()
+        except BaseException:
+            tls.close()
+            raise
+    if network == "tcp":
+        return await _listen_tcp(server, tls)
+    return await _listen_unix(server, tls)
+
+
+async def _listen_tcp(server: grpc.aio.Server, tls: TLSTerminator | None) -> _Listener:
+    low = _port_env(hs.ENV_MIN_PORT)
+    high = _port_env(hs.ENV_MAX_PORT)
+    if low > high:
+        raise ValueError(
+            f"{hs.ENV_MIN_PORT} value of {low} is greater than {hs.ENV_MAX_PORT} value of {high}"
+        )
+    for port in range(low, high + 1):
+        if tls is not None:
+            bound = await tls.listen_tcp("127.0.0.1", port)
+            if bound:
+                return _Listener("tcp", f"127.0.0.1:{bound}", tls.close)
+            continue
+        try:
+            bound = _add_port(server, f"127.0.0.1:{port}")
+        except RuntimeError:
+            continue
+        if bound:
+            await server.start()
+            return _Listener("tcp", f"127.0.0.1:{bound}", lambda: None)
+    if tls is not None:
+        tls.close()
+    raise RuntimeError(f"couldn't bind plugin TCP listener in ports {low}..{high}")
+
+
+def _port_env(name: str) -> int:
+    text = os.environ.get(name, "")
+    if not text:
+        return 0
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"couldn't get value from {name}: {text!r} is not a number") from None
+
+
+async def _listen_unix(server: grpc.aio.Server, tls: TLSTerminator | None) -> _Listener:
+    shared_dir = os.environ.get(hs.ENV_UNIX_SOCKET_DIR, "")
+    own_dir = None if shared_dir else tempfile.mkdtemp(prefix="plugin")  # mode 0700
+    sock_dir = shared_dir or own_dir
+    assert sock_dir is not None
+    path = os.path.join(sock_dir, f"plugin{secrets.token_hex(6)}.sock")
+    group = os.environ.get(hs.ENV_UNIX_SOCKET_GROUP, "")
+
+    # Nobody else may connect in the instant between bind and chmod.
+    old_umask = os.umask(0o177)
+    try:
+        if tls is None:
+            _add_port(server, f"unix:{path}")
+            await server.start()
+        else:
+            await tls.listen_unix(path)
+    except BaseException:
+        if tls is not None:
+            tls.close()
+        raise
+    finally:
+        os.umask(old_umask)
+    if group:
+        os.chown(path, -1, _group_id(group))
+        os.chmod(path, 0o660)
+
+    def cleanup() -> None:
+        if tls is not None:
+            tls.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        if own_dir is not None:
+            shutil.rmtree(own_dir, ignore_errors=True)
+
+    return _Listener("unix", path, cleanup)
+
+
+def _group_id(group: str) -> int:
+    if group.isdigit():
+        return int(group)
+    try:
+        return grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise ValueError(f"failed to find gid from {group!r}") from None
+
+
+def _log_loop_exception(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+    exc = context.get("exception")
+    message = str(context.get("message", "unhandled error in event loop"))
+    if isinstance(exc, BaseException):
+        log.error("%s: %s", message, exc, exc_info=exc)
+    else:
+        log.error(message)

@@ -1,0 +1,33 @@
+"""``serve(PluginClass)``: the one-line entry point of a plugin executable."""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import grpc
+
+from nomad_device.constants import NOMAD_HANDSHAKE
+from nomad_device.goplugin.server import ServeConfig
+from nomad_device.goplugin.server import serve as serve_goplugin
+from nomad_device.plugin.base import DevicePlugin
+from nomad_device.plugin.servicer import register
+
+__all__ = ["serve"]
+
+
+def serve(plugin: type[DevicePlugin[Any]] | DevicePlugin[Any]) -> NoReturn:
+    """Serve a device plugin to a Nomad client over go-plugin; never returns.
+
+    Run by hand (without Nomad's cookie) it explains itself and exits 1.
+    """
+    instance = plugin() if isinstance(plugin, type) else plugin
+
+    async def registrar(server: grpc.aio.Server) -> None:
+        await register(instance, server)
+
+    serve_goplugin(
+        ServeConfig(
+            handshake=NOMAD_HANDSHAKE,
+            versions={NOMAD_HANDSHAKE.protocol_version: registrar},
+        )
+    )

@@ -1,0 +1,213 @@
+"""Model values to protobuf messages and back.
+
+The only module that knows both sides; the engine and the host client speak
+model values, the servicers speak protobuf.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from google.protobuf import wrappers_pb2
+
+from nomad_device.model import (
+    Attribute,
+    Device,
+    DeviceGroup,
+    DeviceGroupStats,
+    DeviceSpec,
+    DeviceStats,
+    Mount,
+    Reservation,
+    StatObject,
+    StatValue,
+)
+from nomad_device.proto import attribute_pb2, device_pb2, stats_pb2
+
+__all__ = [
+    "attribute_from_proto",
+    "attribute_to_proto",
+    "group_from_proto",
+    "group_stats_from_proto",
+    "group_stats_to_proto",
+    "group_to_proto",
+    "reservation_from_proto",
+    "reservation_to_proto",
+    "stat_value_from_proto",
+    "stat_value_to_proto",
+]
+
+
+def attribute_to_proto(attr: Attribute) -> attribute_pb2.Attribute:
+    pb = attribute_pb2.Attribute(unit=attr.unit)
+    value = attr.value
+    if isinstance(value, bool):
+        pb.bool_val = value
+    elif isinstance(value, int):
+        pb.int_val = value
+    elif isinstance(value, float):
+        pb.float_val = value
+    else:
+        pb.string_val = value
+    return pb
+
+
+def attribute_from_proto(pb: attribute_pb2.Attribute) -> Attribute:
+    kind = pb.WhichOneof("value")
+    if kind == "bool_val":
+        return Attribute(pb.bool_val, pb.unit)
+    if kind == "int_val":
+        return Attribute(pb.int_val, pb.unit)
+    if kind == "float_val":
+        return Attribute(pb.float_val, pb.unit)
+    return Attribute(pb.string_val, pb.unit)
+
+
+def group_to_proto(group: DeviceGroup) -> device_pb2.DeviceGroup:
+    return device_pb2.DeviceGroup(
+        vendor=group.vendor,
+        device_type=group.type,
+        device_name=group.name,
+        devices=[
+            device_pb2.DetectedDevice(
+                ID=d.id,
+                healthy=d.healthy,
+                health_description=d.health_description,
+                hw_locality=(
+                    device_pb2.DeviceLocality(pci_bus_id=d.pci_bus_id)
+                    if d.pci_bus_id is not None
+                    else None
+                ),
+            )
+            for d in group.devices
+        ],
+        attributes={k: attribute_to_proto(v) for k, v in group.attributes.items()},
+    )
+
+
+def group_from_proto(pb: device_pb2.DeviceGroup) -> DeviceGroup:
+    return DeviceGroup(
+        vendor=pb.vendor,
+        type=pb.device_type,
+        name=pb.device_name,
+        devices=tuple(
+            Device(
+                id=d.ID,
+                healthy=d.healthy,
+                health_description=d.health_description,
+                pci_bus_id=d.hw_locality.pci_bus_id if d.HasField("hw_locality") else None,
+            )
+            for d in pb.devices
+        ),
+        attributes={k: attribute_from_proto(v) for k, v in pb.attributes.items()},
+    )
+
+
+def reservation_to_proto(res: Reservation) -> device_pb2.ContainerReservation:
+    return device_pb2.ContainerReservation(
+        envs=dict(res.envs),
+        mounts=[
+            device_pb2.Mount(task_path=m.task_path, host_path=m.host_path, read_only=m.read_only)
+            for m in res.mounts
+        ],
+        devices=[
+            device_pb2.DeviceSpec(
+                task_path=d.task_path, host_path=d.host_path, permissions=d.permissions
+            )
+            for d in res.devices
+        ],
+    )
+
+
+def reservation_from_proto(pb: device_pb2.ContainerReservation) -> Reservation:
+    return Reservation(
+        envs=dict(pb.envs),
+        mounts=tuple(Mount(m.task_path, m.host_path, m.read_only) for m in pb.mounts),
+        devices=tuple(DeviceSpec(d.task_path, d.host_path, d.permissions) for d in pb.devices),
+    )
+
+
+def stat_value_to_proto(v: StatValue) -> stats_pb2.StatValue:
+    pb = stats_pb2.StatValue(unit=v.unit, desc=v.desc)
+    if v.float_numerator is not None:
+        pb.float_numerator_val.CopyFrom(wrappers_pb2.DoubleValue(value=v.float_numerator))
+    if v.float_denominator is not None:
+        pb.float_denominator_val.CopyFrom(wrappers_pb2.DoubleValue(value=v.float_denominator))
+    if v.int_numerator is not None:
+        pb.int_numerator_val.CopyFrom(wrappers_pb2.Int64Value(value=v.int_numerator))
+    if v.int_denominator is not None:
+        pb.int_denominator_val.CopyFrom(wrappers_pb2.Int64Value(value=v.int_denominator))
+    if v.string_value is not None:
+        pb.string_val.CopyFrom(wrappers_pb2.StringValue(value=v.string_value))
+    if v.bool_value is not None:
+        pb.bool_val.CopyFrom(wrappers_pb2.BoolValue(value=v.bool_value))
+    return pb
+
+
+def stat_value_from_proto(pb: stats_pb2.StatValue) -> StatValue:
+    return StatValue(
+        float_numerator=(
+            pb.float_numerator_val.value if pb.HasField("float_numerator_val") else None
+        ),
+        float_denominator=(
+            pb.float_denominator_val.value if pb.HasField("float_denominator_val") else None
+        ),
+        int_numerator=pb.int_numerator_val.value if pb.HasField("int_numerator_val") else None,
+        int_denominator=(
+            pb.int_denominator_val.value if pb.HasField("int_denominator_val") else None
+        ),
+        string_value=pb.string_val.value if pb.HasField("string_val") else None,
+        bool_value=pb.bool_val.value if pb.HasField("bool_val") else None,
+        unit=pb.unit,
+        desc=pb.desc,
+    )
+
+
+def _stat_object_to_proto(obj: StatObject) -> stats_pb2.StatObject:
+    return stats_pb2.StatObject(
+        attributes={k: stat_value_to_proto(v) for k, v in obj.attributes.items()},
+        nested={k: _stat_object_to_proto(v) for k, v in obj.nested.items()},
+    )
+
+
+def _stat_object_from_proto(pb: stats_pb2.StatObject) -> StatObject:
+    return StatObject(
+        attributes={k: stat_value_from_proto(v) for k, v in pb.attributes.items()},
+        nested={k: _stat_object_from_proto(v) for k, v in pb.nested.items()},
+    )
+
+
+def _device_stats_to_proto(s: DeviceStats) -> device_pb2.DeviceStats:
+    pb = device_pb2.DeviceStats()
+    if s.summary is not None:
+        pb.summary.CopyFrom(stat_value_to_proto(s.summary))
+    if s.stats is not None:
+        pb.stats.CopyFrom(_stat_object_to_proto(s.stats))
+    pb.timestamp.FromDatetime(s.timestamp.astimezone(_dt.UTC))
+    return pb
+
+
+def _device_stats_from_proto(pb: device_pb2.DeviceStats) -> DeviceStats:
+    return DeviceStats(
+        summary=stat_value_from_proto(pb.summary) if pb.HasField("summary") else None,
+        stats=_stat_object_from_proto(pb.stats) if pb.HasField("stats") else None,
+        timestamp=pb.timestamp.ToDatetime(tzinfo=_dt.UTC),
+    )
+
+
+def group_stats_to_proto(g: DeviceGroupStats) -> device_pb2.DeviceGroupStats:
+    return device_pb2.DeviceGroupStats(
+        vendor=g.vendor,
+        type=g.type,
+        name=g.name,
+        instance_stats={k: _device_stats_to_proto(v) for k, v in g.instance_stats.items()},
+    )
+
+
+def group_stats_from_proto(pb: device_pb2.DeviceGroupStats) -> DeviceGroupStats:
+    return DeviceGroupStats(
+        vendor=pb.vendor,
+        type=pb.type,
+        name=pb.name,
+        instance_stats={k: _device_stats_from_proto(v) for k, v in pb.instance_stats.items()},
+    )

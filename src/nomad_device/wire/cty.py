@@ -1,0 +1,1393 @@
+"""cty types and go-cty's msgpack encoding.
+
+Nomad decodes a plugin's ``config`` block with the plugin's schema into a cty value
+and hands it to ``SetConfig`` as the bytes go-cty's ``msgpack.Marshal`` writes. To
+read those bytes -- and to write the very same bytes when playing Nomad's part in
+tests -- this module models cty's types and reproduces go-cty's encoder exactly:
+
+- object attributes and map keys are written in sorted order, sets in cty's set order;
+- a number that is an int64 becomes the smallest msgpack int (non-negative ones in the
+  unsigned forms), a non-integer that a float64 holds exactly becomes a float64, and
+  anything else becomes its shortest decimal text (``big.Float.Text('f', -1)`` of the
+  512-bit value cty keeps) in a msgpack string;
+- null is nil, lists/sets/tuples are arrays, maps/objects are maps, and a value whose
+  declared type is ``any`` is wrapped as ``[type JSON as bin, value]``.
+
+Python values stand for cty values: ``str``, ``bool``, numbers (``int``, ``float``,
+``decimal.Decimal``, ``fractions.Fraction``), ``None`` for null, sequences for
+lists/sets/tuples and mappings for maps/objects. A ``float`` stands for the decimal
+number its ``repr`` shows, because that is what Nomad's pipeline (HCL or JSON text
+parsed at 512 bits) makes of a config number: ``0.1`` therefore travels as the
+string ``"0.1"`` exactly as Nomad sends it. Unknown values are not supported.
+
+Decoding is lenient where go-cty is (numbers as ints, floats or strings; binary for
+strings) and a little more (a missing object attribute reads as null), and raises
+:class:`CtyDecodeError` with the path of the offending value otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import struct
+import unicodedata
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Final, NoReturn, TypeAlias, cast
+
+import msgpack
+
+__all__ = [
+    "BOOL",
+    "DYNAMIC",
+    "NUMBER",
+    "STRING",
+    "CtyDecodeError",
+    "CtyEncodeError",
+    "CtyType",
+    "List",
+    "Map",
+    "Object",
+    "Path",
+    "Set",
+    "Tuple",
+    "concrete_type",
+    "format_path",
+    "infer_type",
+    "marshal",
+    "normalize_number",
+    "parse_type",
+    "type_from_json",
+    "type_to_json",
+    "unmarshal",
+]
+
+Path: TypeAlias = tuple[str | int, ...]
+"""Where a value sits: attribute names / map keys as ``str``, list indexes as ``int``."""
+
+
+# --------------------------------------------------------------------------- types
+
+
+class CtyType:
+    """Base of the immutable cty type model; ``str(t)`` gives an HCL type expression."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+
+class _Primitive(CtyType):
+    __slots__ = ("_name",)
+    _name: str
+
+    def __init__(self, name: str) -> None:
+        object.__setattr__(self, "_name", name)
+
+    def __str__(self) -> str:
+        return self._name
+
+    def __repr__(self) -> str:
+        return self._name.upper()
+
+    def __reduce__(self) -> str:
+        return self._name.upper()
+
+
+class _Dynamic(CtyType):
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return "any"
+
+    def __repr__(self) -> str:
+        return "DYNAMIC"
+
+    def __reduce__(self) -> str:
+        return "DYNAMIC"
+
+
+STRING: Final[CtyType] = _Primitive("string")
+NUMBER: Final[CtyType] = _Primitive("number")
+BOOL: Final[CtyType] = _Primitive("bool")
+DYNAMIC: Final[CtyType] = _Dynamic()
+"""The ``any`` pseudo-type: the value carries its own type."""
+
+
+class _Collection(CtyType):
+    __slots__ = ("elem",)
+    _kind = ""
+    elem: CtyType
+
+    def __init__(self, elem: CtyType) -> None:
+        if not isinstance(elem, CtyType):
+            raise TypeError(f"{self._kind}() element type must be a CtyType, not {elem!r}")
+        object.__setattr__(self, "elem", elem)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Collection) and type(other) is type(self) and other.elem == self.elem
+        )
+
+    def __hash__(self) -> int:
+        return hash((self._kind, self.elem))
+
+    def __str__(self) -> str:
+        return f"{self._kind}({self.elem})"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.elem!r})"
+
+    def __reduce__(self) -> tuple[type[_Collection], tuple[CtyType]]:
+        return type(self), (self.elem,)
+
+
+class List(_Collection):
+    """``list(T)``: an ordered sequence of values of one type."""
+
+    __slots__ = ()
+    _kind = "list"
+
+
+class Set(_Collection):
+    """``set(T)``: unordered unique values; cty fixes the order they are written in."""
+
+    __slots__ = ()
+    _kind = "set"
+
+
+class Map(_Collection):
+    """``map(T)``: string keys to values of one type."""
+
+    __slots__ = ()
+    _kind = "map"
+
+
+class Object(CtyType):
+    """``object({name = T, ...})``: a fixed set of named attributes; order is irrelevant."""
+
+    __slots__ = ("_attrs",)
+    _attrs: dict[str, CtyType]
+
+    def __init__(self, attrs: Mapping[str, CtyType]) -> None:
+        items = sorted(attrs.items(), key=lambda kv: kv[0])
+        for name, aty in items:
+            if not isinstance(name, str) or not isinstance(aty, CtyType):
+                raise TypeError(f"object attribute {name!r} must map a str to a CtyType")
+        object.__setattr__(self, "_attrs", dict(items))
+
+    @property
+    def attrs(self) -> Mapping[str, CtyType]:
+        """Attribute types, in sorted name order (the order cty writes them)."""
+        return MappingProxyType(self._attrs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Object) and other._attrs == self._attrs
+
+    def __hash__(self) -> int:
+        return hash(("object", tuple(self._attrs.items())))
+
+    def __str__(self) -> str:
+        inner = ", ".join(f"{_render_key(k)} = {v}" for k, v in self._attrs.items())
+        return f"object({{{inner}}})"
+
+    def __repr__(self) -> str:
+        return f"Object({self._attrs!r})"
+
+    def __reduce__(self) -> tuple[type[Object], tuple[dict[str, CtyType]]]:
+        return Object, (dict(self._attrs),)
+
+
+class Tuple(CtyType):
+    """``tuple([T1, T2, ...])``: a fixed-length sequence with a type per position."""
+
+    __slots__ = ("elems",)
+    elems: tuple[CtyType, ...]
+
+    def __init__(self, elems: Sequence[CtyType]) -> None:
+        for ety in elems:
+            if not isinstance(ety, CtyType):
+                raise TypeError(f"tuple element types must be CtyType, not {ety!r}")
+        object.__setattr__(self, "elems", tuple(elems))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tuple) and other.elems == self.elems
+
+    def __hash__(self) -> int:
+        return hash(("tuple", self.elems))
+
+    def __str__(self) -> str:
+        return f"tuple([{', '.join(str(e) for e in self.elems)}])"
+
+    def __repr__(self) -> str:
+        return f"Tuple({list(self.elems)!r})"
+
+    def __reduce__(self) -> tuple[type[Tuple], tuple[list[CtyType]]]:
+        return Tuple, (list(self.elems),)
+
+
+_IDENT_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+
+
+def _render_key(name: str) -> str:
+    return name if _IDENT_RE.match(name) else json.dumps(name, ensure_ascii=False)
+
+
+# ----------------------------------------------------------- type expressions
+
+
+_TYPE_TOKEN_RE: Final = re.compile(
+    r"""(?P<ws>[ \t\r\n]+)
+      | (?P<ident>[A-Za-z_][A-Za-z0-9_-]*)
+      | (?P<str>"(?:[^"\\\n]|\\.)*")
+      | (?P<punct>[(){}\[\]=,:])""",
+    re.VERBOSE,
+)
+_PRIMITIVES: Final[Mapping[str, CtyType]] = {
+    "string": STRING,
+    "number": NUMBER,
+    "bool": BOOL,
+    "any": DYNAMIC,
+}
+_COLLECTIONS: Final[Mapping[str, type[_Collection]]] = {"list": List, "set": Set, "map": Map}
+
+
+@dataclass(frozen=True, slots=True)
+class _Tok:
+    kind: str  # "ident", "str", "punct" or "end"
+    text: str
+    pos: int
+    newline_before: bool
+
+
+class _TypeParser:
+    """Recursive descent over the small type-expression language Nomad evaluates."""
+
+    def __init__(self, expr: str) -> None:
+        self.expr = expr
+        self.toks = self._tokenize(expr)
+        self.i = 0
+
+    def fail(self, problem: str, tok: _Tok | None = None) -> NoReturn:
+        where = tok if tok is not None else self.toks[self.i]
+        at = "at end of input" if where.kind == "end" else f"at offset {where.pos}"
+        raise ValueError(f"invalid type expression {self.expr!r}: {problem} {at}")
+
+    def _tokenize(self, expr: str) -> list[_Tok]:
+        toks: list[_Tok] = []
+        pos = 0
+        newline = False
+        while pos < len(expr):
+            m = _TYPE_TOKEN_RE.match(expr, pos)
+            if m is None:
+                raise ValueError(
+                    f"invalid type expression {expr!r}: unexpected character "
+                    f"{expr[pos]!r} at offset {pos}"
+                )
+            kind = cast(str, m.lastgroup)
+            if kind == "ws":
+                newline = newline or "\n" in m.group()
+            else:
+                toks.append(_Tok(kind, m.group(), pos, newline))
+                newline = False
+            pos = m.end()
+        toks.append(_Tok("end", "", len(expr), newline))
+        return toks
+
+    def peek(self) -> _Tok:
+        return self.toks[self.i]
+
+    def next(self) -> _Tok:
+        tok = self.toks[self.i]
+        if tok.kind != "end":
+            self.i += 1
+        return tok
+
+    def expect(self, text: str, context: str) -> _Tok:
+        tok = self.next()
+        if tok.kind != "punct" or tok.text != text:
+            found = "" if tok.kind == "end" else f", found {tok.text!r}"
+            self.fail(f"expected {text!r} {context}{found}", tok)
+        return tok
+
+    def parse(self) -> CtyType:
+        if self.peek().kind == "end":
+            self.fail("a type is required")
+        ty = self.parse_type()
+        tok = self.peek()
+        if tok.kind != "end":
+            self.fail(f"unexpected {tok.text!r} after the type", tok)
+        return ty
+
+    def parse_type(self) -> CtyType:
+        tok = self.next()
+        if tok.kind == "str":
+            self.fail("a type is required, not a quoted string (write it without quotes)", tok)
+        if tok.kind != "ident":
+            self.fail(
+                "expected a type" + ("" if tok.kind == "end" else f", found {tok.text!r}"), tok
+            )
+        name = tok.text
+        if name in _PRIMITIVES or name == "null":
+            if self.peek().text == "(":
+                self.fail(f"{name!r} is a type, not a type constructor", self.peek())
+            return DYNAMIC if name == "null" else _PRIMITIVES[name]
+        if name in _COLLECTIONS:
+            self.expect("(", f"after {name!r} (write {name}(T))")
+            elem = self.parse_type()
+            self.expect(")", f"to close {name}(...)")
+            return _COLLECTIONS[name](elem)
+        if name == "object":
+            self.expect("(", "after 'object' (write object({name = T, ...}))")
+            attrs = self.parse_object_body()
+            self.expect(")", "to close object(...)")
+            return Object(attrs)
+        if name == "tuple":
+            self.expect("(", "after 'tuple' (write tuple([T, ...]))")
+            elems = self.parse_tuple_body()
+            self.expect(")", "to close tuple(...)")
+            return Tuple(elems)
+        self.fail(f"unknown type {name!r}", tok)
+
+    def parse_object_body(self) -> dict[str, CtyType]:
+        self.expect("{", "to open the attribute types of object(...)")
+        attrs: dict[str, CtyType] = {}
+        while True:
+            tok = self.next()
+            if tok.kind == "punct" and tok.text == "}":
+                return attrs
+            if tok.kind == "ident":
+                key = tok.text
+            elif tok.kind == "str":
+                try:
+                    key = cast(str, json.loads(tok.text))
+                except ValueError:
+                    self.fail("invalid quoted attribute name", tok)
+            else:
+                found = "" if tok.kind == "end" else f", found {tok.text!r}"
+                self.fail(f"expected an attribute name{found}", tok)
+            if key in attrs:
+                self.fail(f"duplicate attribute {key!r}", tok)
+            sep = self.next()
+            if sep.kind != "punct" or sep.text not in ("=", ":"):
+                self.fail(f"expected '=' after attribute name {key!r}", sep)
+            attrs[key] = self.parse_type()
+            after = self.peek()
+            if after.kind == "punct" and after.text == ",":
+                self.next()
+            elif not (after.kind == "punct" and after.text == "}") and not after.newline_before:
+                self.fail("expected ',' or '}' after an attribute type", after)
+
+    def parse_tuple_body(self) -> list[CtyType]:
+        self.expect("[", "to open the element types of tuple(...)")
+        elems: list[CtyType] = []
+        while True:
+            tok = self.peek()
+            if tok.kind == "punct" and tok.text == "]":
+                self.next()
+                return elems
+            elems.append(self.parse_type())
+            after = self.peek()
+            if after.kind == "punct" and after.text == ",":
+                self.next()
+            elif not (after.kind == "punct" and after.text == "]"):
+                self.fail("expected ',' or ']' after a tuple element type", after)
+
+
+def parse_type(expr: str) -> CtyType:
+    """Parse an HCL type expression as Nomad's ``Attr.type`` field holds it.
+
+    Accepts ``string number bool any list(T) set(T) map(T) object({k = T, ...})
+    tuple([T, ...])`` (and ``null``, which Nomad also reads as ``any``), with any
+    whitespace; raises :class:`ValueError` naming the offending position otherwise.
+    """
+    if not isinstance(expr, str):
+        raise TypeError(f"type expression must be a str, not {type(expr).__name__}")
+    return _TypeParser(expr).parse()
+
+
+# ---------------------------------------------------------------- type JSON
+
+
+def _go_json_string(s: str) -> str:
+    """Quote ``s`` the way Go's ``encoding/json`` does (HTML-safe, short escapes)."""
+    out = ['"']
+    for ch in s:
+        code = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif code < 0x20:
+            out.append(_GO_JSON_SHORT.get(ch, f"\\u{code:04x}"))
+        elif ch in "<>&" or code in (0x2028, 0x2029):
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+_GO_JSON_SHORT: Final = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def type_to_json(ty: CtyType) -> str:
+    """cty's JSON description of ``ty`` (``Type.MarshalJSON``), used by dynamic values."""
+    if ty is DYNAMIC:
+        return '"dynamic"'
+    if isinstance(ty, _Primitive):
+        return f'"{ty}"'
+    if isinstance(ty, _Collection):
+        return f'["{ty._kind}",{type_to_json(ty.elem)}]'
+    if isinstance(ty, Object):
+        inner = ",".join(f"{_go_json_string(k)}:{type_to_json(v)}" for k, v in ty.attrs.items())
+        return f'["object",{{{inner}}}]'
+    if isinstance(ty, Tuple):
+        return f'["tuple",[{",".join(type_to_json(e) for e in ty.elems)}]]'
+    raise TypeError(f"not a cty type: {ty!r}")
+
+
+def type_from_json(data: str | bytes) -> CtyType:
+    """Inverse of :func:`type_to_json`; raises :class:`ValueError` on bad input."""
+    try:
+        raw = json.loads(data)
+    except ValueError as exc:
+        raise ValueError(f"type description is not JSON: {exc}") from None
+    return _type_from_raw(raw)
+
+
+def _type_from_raw(raw: object) -> CtyType:
+    if isinstance(raw, str):
+        if raw == "dynamic":
+            return DYNAMIC
+        if raw in ("string", "number", "bool"):
+            return _PRIMITIVES[raw]
+        raise ValueError(f"invalid primitive type name {raw!r}")
+    if not isinstance(raw, list) or len(raw) < 2 or not isinstance(raw[0], str):
+        raise ValueError(f"invalid type description {json.dumps(raw)}")
+    kind, arg = raw[0], raw[1]
+    if kind in _COLLECTIONS and len(raw) == 2:
+        return _COLLECTIONS[kind](_type_from_raw(arg))
+    if kind == "object" and isinstance(arg, dict) and len(raw) in (2, 3):
+        # A third element lists optional attributes; it matters only to conversions.
+        return Object({str(k): _type_from_raw(v) for k, v in arg.items()})
+    if kind == "tuple" and isinstance(arg, list) and len(raw) == 2:
+        return Tuple([_type_from_raw(e) for e in arg])
+    raise ValueError(f"invalid type description {json.dumps(raw)}")
+
+
+# ------------------------------------------------------------------- errors
+
+
+_PATH_NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+
+
+def format_path(path: Path) -> str:
+    """Render a path for operators: ``devices[2].name``, ``labels["a b"]``."""
+    parts: list[str] = []
+    for step in path:
+        if isinstance(step, int):
+            parts.append(f"[{step}]")
+        elif _PATH_NAME_RE.match(step):
+            parts.append(f".{step}" if parts else step)
+        else:
+            parts.append(f"[{json.dumps(step, ensure_ascii=False)}]")
+    return "".join(parts)
+
+
+class _PathError(ValueError):
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path: Path = tuple(path)
+        self.problem = problem
+        where = format_path(self.path)
+        super().__init__(f"{where}: {problem}" if where else problem)
+
+
+class CtyEncodeError(_PathError):
+    """A Python value does not fit the cty type it is being encoded as."""
+
+
+class CtyDecodeError(_PathError):
+    """msgpack bytes are malformed or do not match the expected cty type.
+
+    ``path`` locates the value, ``problem`` says what is wrong, and ``malformed`` is
+    true when the bytes are not valid msgpack at all (rather than a wrong kind).
+    """
+
+    def __init__(self, path: Path, problem: str, *, malformed: bool = False) -> None:
+        super().__init__(path, problem)
+        self.malformed = malformed
+
+
+# ------------------------------------------------------------------ numbers
+#
+# go-cty keeps numbers as math/big floats: int64s exactly, everything parsed from text
+# rounded to a 512-bit mantissa. The helpers below reproduce that arithmetic (including
+# how big.ParseFloat scales by powers of five) and big.Float's decimal formatting, so
+# that encoded numbers are byte-identical.
+
+_PREC: Final = 512
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
+_MAX_DECIMAL_EXPONENT: Final = 20_000
+_MAX_DECIMAL_DIGITS: Final = 4_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Num:
+    """A finite cty number: ``(-1)**neg * mant * 2**exp`` with ``mant >= 0``."""
+
+    neg: bool
+    mant: int
+    exp: int
+
+    def fraction(self) -> Fraction:
+        value = (
+            Fraction(self.mant << self.exp)
+            if self.exp >= 0
+            else Fraction(self.mant, 1 << -self.exp)
+        )
+        return -value if self.neg else value
+
+
+_Number: TypeAlias = _Num | float  # float only for +/-inf
+
+
+def _round_quotient(num: int, den: int, exp2: int, bits: int) -> tuple[int, int]:
+    """Round ``num / den * 2**exp2`` (positive) to ``bits`` bits, ties to even."""
+    e = num.bit_length() - den.bit_length()
+    if (num >= den << e) if e >= 0 else (num << -e >= den):
+        e += 1
+    shift = bits - e
+    if shift >= 0:
+        n2, d2 = num << shift, den
+    else:
+        n2, d2 = num, den << -shift
+    m, r = divmod(n2, d2)
+    if 2 * r > d2 or (2 * r == d2 and m & 1):
+        m += 1
+    return m, exp2 - shift
+
+
+def _pow5(k: int) -> tuple[int, int]:
+    """5**k as big.ParseFloat computes it: exact up to 5**27, then by rounded squaring."""
+    if k <= 27:
+        return 5**k, 0
+    z, ze = 5**27, 0
+    f, fe = 5, 0
+    n = k - 27
+    while n > 0:
+        if n & 1:
+            z, ze = _round_quotient(z * f, 1, ze + fe, _PREC + 64)
+        f, fe = _round_quotient(f * f, 1, fe + fe, _PREC + 128)
+        n >>= 1
+    return z, ze
+
+
+def _num_from_decimal(neg: bool, digits: int, exp10: int) -> _Num:
+    """The value ``big.ParseFloat(text, 10, 512, ToNearestEven)`` yields for digits*10**exp10."""
+    if digits == 0:
+        return _Num(neg, 0, 0)
+    if exp10 == 0:
+        m, e = _round_quotient(digits, 1, 0, _PREC)
+    elif exp10 < 0:
+        pm, pe = _pow5(-exp10)
+        m, e = _round_quotient(digits, pm, exp10 - pe, _PREC)
+    else:
+        pm, pe = _pow5(exp10)
+        m, e = _round_quotient(digits * pm, 1, exp10 + pe, _PREC)
+    return _Num(neg, m, e)
+
+
+def _to_number(value: object, path: Path) -> _Number:
+    """Map a Python number to the value go-cty would hold for it."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal | Fraction):
+        raise CtyEncodeError(path, f"expected number, got {_py_kind(value)}")
+    if isinstance(value, int):
+        if _INT64_MIN <= value <= _INT64_MAX:
+            return _Num(value < 0, abs(value), 0)
+        m, e = _round_quotient(abs(value), 1, 0, _PREC)
+        return _Num(value < 0, m, e)
+    if isinstance(value, Fraction):
+        if value == 0:
+            return _Num(False, 0, 0)
+        m, e = _round_quotient(abs(value.numerator), value.denominator, 0, _PREC)
+        return _Num(value < 0, m, e)
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise CtyEncodeError(path, "NaN is not a number cty can hold")
+        if math.isinf(value):
+            return value
+        value = Decimal(repr(value))
+    if value.is_nan():
+        raise CtyEncodeError(path, "NaN is not a number cty can hold")
+    if value.is_infinite():
+        return float(value)
+    sign, digit_tuple, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    if len(digit_tuple) > _MAX_DECIMAL_DIGITS or abs(value.adjusted()) > _MAX_DECIMAL_EXPONENT:
+        raise CtyEncodeError(path, f"number {value} is too long or too large to encode")
+    digits = int("".join(map(str, digit_tuple)) or "0")
+    return _num_from_decimal(bool(sign), digits, exponent)
+
+
+def _num_is_int(n: _Num) -> bool:
+    return n.exp >= 0 or n.mant & ((1 << -n.exp) - 1) == 0
+
+
+def _num_int64(n: _Num) -> int | None:
+    if n.mant == 0:
+        return 0
+    if not _num_is_int(n) or n.mant.bit_length() + n.exp > 64:
+        return None
+    v = n.mant << n.exp if n.exp >= 0 else n.mant >> -n.exp
+    v = -v if n.neg else v
+    return v if _INT64_MIN <= v <= _INT64_MAX else None
+
+
+def _num_exact_float(n: _Num) -> float | None:
+    top = n.mant.bit_length() + n.exp
+    if top > 1024 or top < -1080:
+        return None
+    q = n.fraction()
+    f = float(q)
+    return f if Fraction(f) == q else None
+
+
+def _int_to_str(n: int) -> str:
+    """``str(n)`` without CPython's digit limit for huge ints."""
+    if n.bit_length() < 10_000:
+        return str(n)
+    half = int(n.bit_length() * 0.30103) // 2
+    hi, lo = divmod(n, 10**half)
+    return _int_to_str(hi) + _int_to_str(lo).zfill(half)
+
+
+# A decimal is (digits without trailing zeros, exp): value = 0.digits * 10**exp, as in
+# math/big's decimal type. The operations mirror its rounding rules exactly.
+_Dec: TypeAlias = tuple[str, int]
+
+
+def _dec_of(mant: int, exp2: int) -> _Dec:
+    if mant == 0:
+        return "", 0
+    if exp2 >= 0:
+        s = _int_to_str(mant << exp2)
+        dexp = len(s)
+    else:
+        s = _int_to_str(mant * 5**-exp2)
+        dexp = len(s) + exp2
+    s = s.rstrip("0")
+    return s, dexp
+
+
+def _dec_at(d: _Dec, i: int) -> str:
+    return d[0][i] if 0 <= i < len(d[0]) else "0"
+
+
+def _dec_round_down(d: _Dec, n: int) -> _Dec:
+    if n < 0 or n >= len(d[0]):
+        return d
+    mant = d[0][:n].rstrip("0")
+    return mant, d[1] if mant else 0
+
+
+def _dec_round_up(d: _Dec, n: int) -> _Dec:
+    mant, exp = d
+    if n < 0 or n >= len(mant):
+        return d
+    while n > 0 and mant[n - 1] >= "9":
+        n -= 1
+    if n == 0:
+        return "1", exp + 1
+    return mant[: n - 1] + chr(ord(mant[n - 1]) + 1), exp
+
+
+def _dec_round(d: _Dec, n: int) -> _Dec:
+    mant = d[0]
+    if n < 0 or n >= len(mant):
+        return d
+    if mant[n] == "5" and n + 1 == len(mant):
+        up = n > 0 and (ord(mant[n - 1]) - ord("0")) & 1 != 0
+    else:
+        up = mant[n] >= "5"
+    return _dec_round_up(d, n) if up else _dec_round_down(d, n)
+
+
+def _dec_shortest(d: _Dec, n: _Num) -> _Dec:
+    """Fewest digits that still read back as ``n`` at 512-bit precision."""
+    if not d[0]:
+        return d
+    shift = n.mant.bit_length() - (_PREC + 1)
+    mant = n.mant >> shift if shift > 0 else n.mant << -shift
+    exp2 = n.exp + shift
+    lower = _dec_of(mant - 1, exp2)
+    upper = _dec_of(mant + 1, exp2)
+    inclusive = mant & 2 == 0
+    for i, m in enumerate(d[0]):
+        lo, up = _dec_at(lower, i), _dec_at(upper, i)
+        okdown = lo != m or (inclusive and i + 1 == len(lower[0]))
+        okup = m != up and (inclusive or chr(ord(m) + 1) < up or i + 1 < len(upper[0]))
+        if okdown and okup:
+            return _dec_round(d, i + 1)
+        if okdown:
+            return _dec_round_down(d, i + 1)
+        if okup:
+            return _dec_round_up(d, i + 1)
+    return d
+
+
+def _fmt_f(d: _Dec, prec: int) -> str:
+    mant, exp = d
+    head = mant[:exp] + "0" * (exp - min(len(mant), exp)) if exp > 0 else "0"
+    if prec > 0:
+        return head + "." + "".join(_dec_at(d, exp + i) for i in range(prec))
+    return head
+
+
+def _fmt_e(d: _Dec, prec: int) -> str:
+    mant, exp = d
+    out = mant[0] if mant else "0"
+    if prec > 0:
+        frac = mant[1 : prec + 1]
+        out += "." + frac + "0" * (prec - len(frac))
+    e10 = exp - 1 if mant else 0
+    return f"{out}e{'-' if e10 < 0 else '+'}{abs(e10):02d}"
+
+
+def _text_shortest(n: _Num) -> str:
+    """``big.Float.Text('f', -1)`` for a 512-bit value."""
+    d = _dec_shortest(_dec_of(n.mant, n.exp), n)
+    return ("-" if n.neg else "") + _fmt_f(d, max(len(d[0]) - d[1], 0))
+
+
+def _text_g10(n: _Number) -> str:
+    """``big.Float.String()`` (``%.10g``), which cty hashes numbers in sets with."""
+    if isinstance(n, float):
+        return "+Inf" if n > 0 else "-Inf"
+    d = _dec_round(_dec_of(n.mant, n.exp), 10)
+    sign = "-" if n.neg else ""
+    eprec = 10
+    if eprec > len(d[0]) and len(d[0]) >= d[1]:
+        eprec = len(d[0])
+    if d[1] - 1 < -4 or d[1] - 1 >= eprec:
+        return sign + _fmt_e(d, min(10, len(d[0])) - 1)
+    prec = len(d[0]) if d[1] < 10 else 10
+    return sign + _fmt_f(d, max(prec - d[1], 0))
+
+
+def _wire_number(n: _Number) -> int | float | str:
+    """What go-cty writes for a number: compact int, float64, or decimal text."""
+    if isinstance(n, float):
+        return n
+    as_int = _num_int64(n)
+    if as_int is not None:
+        return as_int
+    if not _num_is_int(n):
+        as_float = _num_exact_float(n)
+        if as_float is not None:
+            return as_float
+    return _text_shortest(n)
+
+
+def _number_sort_key(n: _Number) -> Fraction | float:
+    return n if isinstance(n, float) else n.fraction()
+
+
+_NUMBER_TEXT_RE: Final = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z")
+_INF_TEXT_RE: Final = re.compile(r"[+-]?[Ii]nf\Z")
+
+
+def normalize_number(value: Decimal) -> int | float | Decimal:
+    """Pick the Python type for a decoded number.
+
+    Whole numbers become ``int``; others become ``float`` when the float's ``repr``
+    gives back the same decimal (so ``"0.1"`` reads as ``0.1``); anything a float
+    would distort stays a :class:`~decimal.Decimal`. Infinities become floats.
+    """
+    if value.is_nan():
+        raise ValueError("NaN is not a cty number")
+    if value.is_infinite():
+        return float(value)
+    if value == value.to_integral_value():
+        if value.adjusted() < _MAX_DECIMAL_DIGITS:
+            return int(value)
+        return value
+    as_float = float(value)
+    if math.isfinite(as_float) and Decimal(repr(as_float)) == value:
+        return as_float
+    return value
+
+
+# ----------------------------------------------------------- type inference
+
+
+def _py_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float | Decimal | Fraction):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "map"
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, set | frozenset):
+        return "set"
+    return type(value).__name__
+
+
+def infer_type(value: object) -> CtyType:
+    """The cty type a plain Python value would have in HCL terms.
+
+    Sequences become tuples and mappings objects (as in cty's JSON/msgpack implied
+    types), ``set``/``frozenset`` a set of their single element type, null ``any``.
+    """
+    return _infer(value, ())
+
+
+def _infer(value: object, path: Path) -> CtyType:
+    if value is None:
+        return DYNAMIC
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, int | float | Decimal | Fraction):
+        return NUMBER
+    if isinstance(value, str):
+        return STRING
+    if isinstance(value, Mapping):
+        attrs: dict[str, CtyType] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise CtyEncodeError(path, f"object keys must be strings, got {key!r}")
+            attrs[key] = _infer(item, (*path, key))
+        return Object(attrs)
+    if isinstance(value, list | tuple):
+        return Tuple([_infer(item, (*path, i)) for i, item in enumerate(value)])
+    if isinstance(value, set | frozenset):
+        etys = {_infer(item, path) for item in value}
+        if len(etys) > 1:
+            raise CtyEncodeError(path, "set elements have different types")
+        return Set(etys.pop() if etys else DYNAMIC)
+    raise CtyEncodeError(path, f"cannot represent {type(value).__name__} as a cty value")
+
+
+def concrete_type(value: object, ty: CtyType) -> CtyType:
+    """Replace ``any`` inside ``ty`` by the types of the matching parts of ``value``.
+
+    Nomad encodes config with the decoded value's own type, so no dynamic wrappers
+    appear; ``marshal(v, concrete_type(v, t))`` writes the same bytes Nomad would.
+    """
+    return _concrete(value, ty, ())
+
+
+def _concrete(value: object, ty: CtyType, path: Path) -> CtyType:
+    if value is None:
+        return ty
+    if ty is DYNAMIC:
+        return _infer(value, path)
+    if isinstance(ty, _Collection):
+        items: list[tuple[str | int, object]]
+        if isinstance(ty, Map) and isinstance(value, Mapping):
+            items = [(str(k), v) for k, v in value.items()]
+        elif not isinstance(ty, Map) and isinstance(value, list | tuple | set | frozenset):
+            items = list(enumerate(value))
+        else:
+            return ty
+        etys = {_concrete(v, ty.elem, (*path, k)) for k, v in items if v is not None}
+        if len(etys) > 1:
+            raise CtyEncodeError(path, f"elements of this {ty._kind} have different types")
+        return type(ty)(etys.pop()) if etys else ty
+    if isinstance(ty, Object) and isinstance(value, Mapping):
+        return Object({k: _concrete(value.get(k), a, (*path, k)) for k, a in ty.attrs.items()})
+    if isinstance(ty, Tuple) and isinstance(value, list | tuple) and len(value) == len(ty.elems):
+        return Tuple(
+            [
+                _concrete(v, e, (*path, i))
+                for i, (v, e) in enumerate(zip(value, ty.elems, strict=True))
+            ]
+        )
+    return ty
+
+
+# ------------------------------------------------------------------ marshal
+
+
+def marshal(value: object, ty: CtyType) -> bytes:
+    """Encode ``value`` as type ``ty`` exactly as go-cty's ``msgpack.Marshal`` does.
+
+    Raises :class:`CtyEncodeError` when the value does not fit the type.
+    """
+    tree = _encode(value, ty, ())
+    return cast(bytes, msgpack.packb(tree, use_bin_type=True))
+
+
+def _nfc(value: str, path: Path) -> str:
+    text = unicodedata.normalize("NFC", value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CtyEncodeError(path, "string is not valid Unicode (lone surrogate)") from None
+    return text
+
+
+def _sequence(value: object, ty: CtyType, path: Path, *, allow_set: bool) -> list[object]:
+    kinds: tuple[type, ...] = (list, tuple, set, frozenset) if allow_set else (list, tuple)
+    if not isinstance(value, kinds):
+        raise CtyEncodeError(path, f"expected {_expected(ty)}, got {_py_kind(value)}")
+    return list(cast(Sequence[object], value))
+
+
+def _mapping(value: object, ty: CtyType, path: Path) -> Mapping[object, object]:
+    if not isinstance(value, Mapping):
+        raise CtyEncodeError(path, f"expected {_expected(ty)}, got {_py_kind(value)}")
+    return cast(Mapping[object, object], value)
+
+
+def _encode(value: object, ty: CtyType, path: Path) -> object:
+    if ty is DYNAMIC:
+        if value is None:
+            return None
+        actual = _infer(value, path)
+        return [type_to_json(actual).encode(), _encode(value, actual, path)]
+    if value is None:
+        return None
+    if ty is STRING:
+        if not isinstance(value, str):
+            raise CtyEncodeError(path, f"expected string, got {_py_kind(value)}")
+        return _nfc(value, path)
+    if ty is NUMBER:
+        return _wire_number(_to_number(value, path))
+    if ty is BOOL:
+        if not isinstance(value, bool):
+            raise CtyEncodeError(path, f"expected bool, got {_py_kind(value)}")
+        return value
+    if isinstance(ty, List):
+        items = _sequence(value, ty, path, allow_set=False)
+        return [_encode(v, ty.elem, (*path, i)) for i, v in enumerate(items)]
+    if isinstance(ty, Set):
+        return [tree for tree, _ in _ordered_set(value, ty, path)]
+    if isinstance(ty, Map):
+        out: dict[str, object] = {}
+        for key, item in _map_items(value, ty, path):
+            out[key] = _encode(item, ty.elem, (*path, key))
+        return out
+    if isinstance(ty, Object):
+        return {
+            _nfc(name, path): _encode(v, aty, (*path, name))
+            for name, aty, v in _object_items(value, ty, path)
+        }
+    if isinstance(ty, Tuple):
+        items = _sequence(value, ty, path, allow_set=False)
+        if len(items) != len(ty.elems):
+            raise CtyEncodeError(
+                path, f"expected a tuple of {len(ty.elems)} elements, got {len(items)}"
+            )
+        return [
+            _encode(v, e, (*path, i)) for i, (v, e) in enumerate(zip(items, ty.elems, strict=True))
+        ]
+    raise TypeError(f"not a cty type: {ty!r}")
+
+
+def _map_items(value: object, ty: Map, path: Path) -> list[tuple[str, object]]:
+    """Map entries with NFC keys in the sorted order cty iterates maps in."""
+    entries: dict[str, object] = {}
+    for key, item in _mapping(value, ty, path).items():
+        if not isinstance(key, str):
+            raise CtyEncodeError(path, f"map keys must be strings, got {_py_kind(key)}")
+        entries[_nfc(key, (*path, key))] = item
+    return sorted(entries.items())
+
+
+def _object_items(value: object, ty: Object, path: Path) -> Iterator[tuple[str, CtyType, object]]:
+    """Attributes in sorted order; a missing attribute is null, an unknown one an error."""
+    given = _mapping(value, ty, path)
+    for key in given:
+        if key not in ty.attrs:
+            raise CtyEncodeError((*path, str(key)), "unexpected attribute for this object type")
+    for name, aty in ty.attrs.items():
+        yield name, aty, given.get(name)
+
+
+def _ordered_set(value: object, ty: Set, path: Path) -> list[tuple[object, object]]:
+    """Encoded set elements, duplicates dropped, in cty's set iteration order."""
+    seen: set[bytes] = set()
+    unique: list[tuple[object, object]] = []
+    for i, item in enumerate(_sequence(value, ty, path, allow_set=True)):
+        tree = _encode(item, ty.elem, (*path, i))
+        key = cast(bytes, msgpack.packb(tree, use_bin_type=True))
+        if key not in seen:
+            seen.add(key)
+            unique.append((tree, item))
+    ety = ty.elem
+    if ety is STRING:
+        unique.sort(key=lambda tv: (1, "") if tv[1] is None else (0, cast(str, tv[0])))
+    elif ety is NUMBER:
+        unique.sort(
+            key=lambda tv: (
+                (1, Fraction(0))
+                if tv[1] is None
+                else (0, _number_sort_key(_to_number(tv[1], path)))
+            )
+        )
+    elif ety is BOOL:
+        unique.sort(key=lambda tv: (1, False) if tv[1] is None else (0, bool(tv[1])))
+    else:
+        # No natural order: cty sorts by the bytes it hashes values with (stable sort,
+        # so values hashing alike keep their given order, as they share a bucket).
+        unique.sort(key=lambda tv: _hash_text(tv[1], ety, path).encode())
+    return unique
+
+
+def _go_quote(s: str) -> str:
+    """Go's ``%q`` / ``strconv.Quote`` of a string."""
+    out = ['"']
+    for ch in s:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == " " or (code >= 0x20 and unicodedata.category(ch)[0] in "LMNPS"):
+            out.append(ch)
+        elif ch in _GO_QUOTE_SHORT:
+            out.append(_GO_QUOTE_SHORT[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+_GO_QUOTE_SHORT: Final = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+}
+
+
+def _hash_text(value: object, ty: CtyType, path: Path) -> str:
+    """The text cty hashes a set element with (``makeSetHashBytes``)."""
+    if value is None:
+        return "~"
+    if ty is DYNAMIC:
+        ty = _infer(value, path)
+    if ty is NUMBER:
+        return _text_g10(_to_number(value, path))
+    if ty is BOOL:
+        return "T" if value else "F"
+    if ty is STRING:
+        return _go_quote(_nfc(cast(str, value), path))
+    if isinstance(ty, Map):
+        inner = "".join(
+            f"{_go_quote(k)}:{_hash_text(v, ty.elem, path)};"
+            for k, v in _map_items(value, ty, path)
+        )
+        return "{" + inner + "}"
+    if isinstance(ty, List):
+        items = _sequence(value, ty, path, allow_set=False)
+        return "[" + "".join(_hash_text(v, ty.elem, path) + ";" for v in items) + "]"
+    if isinstance(ty, Set):
+        ordered = _ordered_set(value, ty, path)
+        return "[" + "".join(_hash_text(v, ty.elem, path) + ";" for _, v in ordered) + "]"
+    if isinstance(ty, Object):
+        items3 = _object_items(value, ty, path)
+        return "<" + "".join(_hash_text(v, a, path) + ";" for _, a, v in items3) + ">"
+    if isinstance(ty, Tuple):
+        items = _sequence(value, ty, path, allow_set=False)
+        return (
+            "<"
+            + "".join(_hash_text(v, e, path) + ";" for v, e in zip(items, ty.elems, strict=True))
+            + ">"
+        )
+    raise TypeError(f"not a cty type: {ty!r}")
+
+
+# ---------------------------------------------------------------- unmarshal
+
+_MAX_DEPTH: Final = 256
+
+
+class _Reader:
+    """A bounds-checked cursor over msgpack bytes that reports offsets in errors."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def malformed(self, path: Path, problem: str) -> CtyDecodeError:
+        return CtyDecodeError(path, f"malformed msgpack: {problem}", malformed=True)
+
+    def take(self, n: int, path: Path) -> bytes:
+        end = self.pos + n
+        if end > len(self.data):
+            left = len(self.data) - self.pos
+            raise self.malformed(
+                path,
+                f"data ends early at offset {self.pos}: needed {n} more bytes, only {left} left",
+            )
+        chunk = self.data[self.pos : end]
+        self.pos = end
+        return chunk
+
+    def uint(self, size: int, path: Path) -> int:
+        return int.from_bytes(self.take(size, path), "big")
+
+    def head(self, path: Path) -> tuple[str, object]:
+        """Read one value header: ``(kind, argument)``; containers give their length."""
+        if self.pos >= len(self.data):
+            raise self.malformed(path, f"data ends early: expected a value at offset {self.pos}")
+        start = self.pos
+        b = self.data[self.pos]
+        self.pos += 1
+        if b <= 0x7F:
+            return "int", b
+        if b >= 0xE0:
+            return "int", b - 0x100
+        if 0x80 <= b <= 0x8F:
+            return "map", self.count(b & 0x0F, 2, start, path)
+        if 0x90 <= b <= 0x9F:
+            return "array", self.count(b & 0x0F, 1, start, path)
+        if 0xA0 <= b <= 0xBF:
+            return "str", self.take(b & 0x1F, path)
+        if b == 0xC0:
+            return "nil", None
+        if b in (0xC2, 0xC3):
+            return "bool", b == 0xC3
+        if b in (0xC4, 0xC5, 0xC6):
+            return "bin", self.take(self.uint(1 << (b - 0xC4), path), path)
+        if b in (0xC7, 0xC8, 0xC9):
+            size = self.uint(1 << (b - 0xC7), path)
+            code = self.take(1, path)[0]
+            return "ext", (code, self.take(size, path))
+        if b == 0xCA:
+            return "float", float(_FLOAT32.unpack(self.take(4, path))[0])
+        if b == 0xCB:
+            return "float", float(_FLOAT64.unpack(self.take(8, path))[0])
+        if 0xCC <= b <= 0xCF:
+            return "int", self.uint(1 << (b - 0xCC), path)
+        if 0xD0 <= b <= 0xD3:
+            size = 1 << (b - 0xD0)
+            return "int", int.from_bytes(self.take(size, path), "big", signed=True)
+        if 0xD4 <= b <= 0xD8:
+            code = self.take(1, path)[0]
+            return "ext", (code, self.take(1 << (b - 0xD4), path))
+        if b in (0xD9, 0xDA, 0xDB):
+            return "str", self.take(self.uint(1 << (b - 0xD9), path), path)
+        if b in (0xDC, 0xDD):
+            return "array", self.count(self.uint(2 << (b - 0xDC), path), 1, start, path)
+        if b in (0xDE, 0xDF):
+            return "map", self.count(self.uint(2 << (b - 0xDE), path), 2, start, path)
+        raise self.malformed(path, f"invalid type byte 0x{b:02x} at offset {start}")
+
+    def count(self, n: int, per_item: int, start: int, path: Path) -> int:
+        """Reject a container length the remaining bytes cannot possibly hold."""
+        left = len(self.data) - self.pos
+        if n * per_item > left:
+            raise self.malformed(
+                path,
+                f"data ends early: the container at offset {start} declares {n} entries "
+                f"but only {left} bytes are left",
+            )
+        return n
+
+    def next_is_bin(self) -> bool:
+        return self.pos < len(self.data) and self.data[self.pos] in (0xC4, 0xC5, 0xC6)
+
+
+_FLOAT32: Final = struct.Struct(">f")
+_FLOAT64: Final = struct.Struct(">d")
+
+
+def unmarshal(data: bytes, ty: CtyType) -> object:
+    """Decode go-cty msgpack ``data`` as type ``ty`` into plain Python values.
+
+    Strings -> ``str``; numbers -> ``int`` when whole, else ``float`` or ``Decimal``
+    (see :func:`normalize_number`); bools; nil -> ``None``; lists, sets and tuples ->
+    ``list``; maps and objects -> ``dict`` (objects list every attribute, missing
+    ones as ``None``). ``any`` accepts go-cty's ``[type JSON, value]`` wrapper or a
+    plain value. Raises :class:`CtyDecodeError` on anything else.
+    """
+    data = bytes(data)
+    reader = _Reader(data)
+    if not data:
+        raise reader.malformed((), "no data")
+    value = _decode(reader, ty, (), 0)
+    extra = len(data) - reader.pos
+    if extra:
+        raise reader.malformed(
+            (),
+            f"{extra} unexpected byte{'s' if extra != 1 else ''} after the value "
+            f"at offset {reader.pos}",
+        )
+    return value
+
+
+def _expected(ty: CtyType) -> str:
+    if isinstance(ty, _Primitive):
+        return str(ty)
+    if isinstance(ty, _Collection):
+        return f"a {ty._kind}"
+    if isinstance(ty, Object):
+        return "an object"
+    if isinstance(ty, Tuple):
+        return "a tuple"
+    return "a value"
+
+
+def _describe(kind: str, arg: object) -> str:
+    if kind in ("int", "float"):
+        return "number"
+    if kind == "str":
+        text = cast(bytes, arg).decode("utf-8", "replace")
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        return f"string {json.dumps(shown, ensure_ascii=False)}"
+    if kind == "bin":
+        return "binary data"
+    if kind == "array":
+        return "a list"
+    if kind == "map":
+        return "a map"
+    return kind
+
+
+def _text(raw: bytes, reader: _Reader, path: Path) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise reader.malformed(path, "string is not valid UTF-8") from None
+
+
+def _number(kind: str, arg: object, reader: _Reader, path: Path) -> int | float | Decimal:
+    if kind == "int":
+        return cast(int, arg)
+    if kind == "float":
+        f = cast(float, arg)
+        if math.isnan(f):
+            raise CtyDecodeError(path, "NaN is not a number cty can hold")
+        if math.isinf(f) or not f.is_integer():
+            return f
+        return int(f)
+    text = _text(cast(bytes, arg), reader, path)
+    if _INF_TEXT_RE.match(text):
+        return -math.inf if text.startswith("-") else math.inf
+    if not _NUMBER_TEXT_RE.match(text):
+        raise CtyDecodeError(path, f"expected number, got {_describe(kind, arg)}")
+    return normalize_number(Decimal(text))
+
+
+def _type_error(ty: CtyType, kind: str, arg: object, path: Path) -> CtyDecodeError:
+    return CtyDecodeError(path, f"expected {_expected(ty)}, got {_describe(kind, arg)}")
+
+
+def _decode(reader: _Reader, ty: CtyType, path: Path, depth: int) -> object:
+    if depth > _MAX_DEPTH:
+        raise reader.malformed(path, "values nested too deeply")
+    kind, arg = reader.head(path)
+    if kind == "ext":
+        raise CtyDecodeError(path, "unknown values (msgpack extensions) are not supported")
+    if ty is DYNAMIC:
+        return _decode_dynamic(reader, kind, arg, path, depth)
+    if kind == "nil":
+        return None
+    if ty is STRING:
+        if kind not in ("str", "bin"):
+            raise _type_error(ty, kind, arg, path)
+        return unicodedata.normalize("NFC", _text(cast(bytes, arg), reader, path))
+    if ty is NUMBER:
+        if kind not in ("int", "float", "str", "bin"):
+            raise _type_error(ty, kind, arg, path)
+        return _number(kind, arg, reader, path)
+    if ty is BOOL:
+        if kind != "bool":
+            raise _type_error(ty, kind, arg, path)
+        return arg
+    if isinstance(ty, List | Set):
+        if kind != "array":
+            raise _type_error(ty, kind, arg, path)
+        return [_decode(reader, ty.elem, (*path, i), depth + 1) for i in range(cast(int, arg))]
+    if isinstance(ty, Tuple):
+        if kind != "array":
+            raise _type_error(ty, kind, arg, path)
+        if arg != len(ty.elems):
+            raise CtyDecodeError(path, f"expected a tuple of {len(ty.elems)} elements, got {arg}")
+        return [_decode(reader, e, (*path, i), depth + 1) for i, e in enumerate(ty.elems)]
+    if isinstance(ty, Map | Object):
+        if kind != "map":
+            raise _type_error(ty, kind, arg, path)
+        out: dict[str, object] = {}
+        for _ in range(cast(int, arg)):
+            key = _map_key(reader, path)
+            if isinstance(ty, Map):
+                out[key] = _decode(reader, ty.elem, (*path, key), depth + 1)
+            elif key in ty.attrs:
+                out[key] = _decode(reader, ty.attrs[key], (*path, key), depth + 1)
+            else:
+                raise CtyDecodeError((*path, key), "unexpected attribute")
+        if isinstance(ty, Object):
+            return {name: out.get(name) for name in ty.attrs}
+        return out
+    raise TypeError(f"not a cty type: {ty!r}")
+
+
+def _map_key(reader: _Reader, path: Path) -> str:
+    kind, arg = reader.head(path)
+    if kind not in ("str", "bin"):
+        raise CtyDecodeError(path, f"map keys must be strings, got {_describe(kind, arg)}")
+    return unicodedata.normalize("NFC", _text(cast(bytes, arg), reader, path))
+
+
+def _decode_dynamic(reader: _Reader, kind: str, arg: object, path: Path, depth: int) -> object:
+    if kind == "array" and arg == 2 and reader.next_is_bin():
+        _, raw = reader.head(path)
+        try:
+            actual = type_from_json(cast(bytes, raw))
+        except ValueError as exc:
+            raise CtyDecodeError(path, f"invalid type in dynamic value: {exc}") from None
+        return _decode(reader, actual, path, depth + 1)
+    return _decode_plain(reader, kind, arg, path, depth)
+
+
+def _decode_plain(reader: _Reader, kind: str, arg: object, path: Path, depth: int) -> object:
+    """A value without type information, read the way cty infers types from msgpack."""
+    if depth > _MAX_DEPTH:
+        raise reader.malformed(path, "values nested too deeply")
+    if kind == "nil":
+        return None
+    if kind == "bool":
+        return arg
+    if kind in ("int", "float"):
+        return _number(kind, arg, reader, path)
+    if kind == "str":
+        return unicodedata.normalize("NFC", _text(cast(bytes, arg), reader, path))
+    if kind == "array":
+        items: list[object] = []
+        for i in range(cast(int, arg)):
+            sub_kind, sub_arg = reader.head((*path, i))
+            items.append(_decode_plain(reader, sub_kind, sub_arg, (*path, i), depth + 1))
+        return items
+    if kind == "map":
+        out: dict[str, object] = {}
+        for _ in range(cast(int, arg)):
+            key = _map_key(reader, path)
+            sub_kind, sub_arg = reader.head((*path, key))
+            out[key] = _decode_plain(reader, sub_kind, sub_arg, (*path, key), depth + 1)
+        return out
+    if kind == "ext":
+        raise CtyDecodeError(path, "unknown values (msgpack extensions) are not supported")
+    raise CtyDecodeError(path, f"expected a value, got {_describe(kind, arg)}")

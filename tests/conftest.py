@@ -1,0 +1,50 @@
+"""Shared fixtures: launch real plugin subprocesses and always clean them up."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nomad_device.goplugin.hclog import HclogEntry
+from nomad_device.host import DevicePluginClient
+
+TESTS = Path(__file__).parent
+SDK_PLUGIN = TESTS / "plugins" / "sdk_plugin.py"
+
+
+class Launched:
+    """A launched plugin plus every hclog line it wrote."""
+
+    def __init__(self, client: DevicePluginClient, logs: list[HclogEntry]) -> None:
+        self.client = client
+        self.logs = logs
+
+    def messages(self) -> list[str]:
+        return [e.message for e in self.logs]
+
+
+Launcher = Callable[..., Launched]
+
+
+@pytest.fixture
+def launch() -> Iterator[Launcher]:
+    started: list[DevicePluginClient] = []
+
+    def _launch(command: list[str] | None = None, **options: Any) -> Launched:
+        logs: list[HclogEntry] = []
+        client = DevicePluginClient.launch(
+            command or [sys.executable, str(SDK_PLUGIN)],
+            on_log=logs.append,
+            start_timeout=30,
+            **options,
+        )
+        started.append(client)
+        return Launched(client, logs)
+
+    yield _launch
+    for client in started:
+        client.kill()

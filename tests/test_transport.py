@@ -1,0 +1,217 @@
+"""go-plugin transport over the real wire against real plugin subprocesses."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from conftest import SDK_PLUGIN, Launcher
+
+from nomad_device.constants import NOMAD_HANDSHAKE
+from nomad_device.goplugin.client import PluginProcess, ReattachConfig
+from nomad_device.goplugin.hclog import parse_line
+from nomad_device.host import DevicePluginClient
+
+
+def _plugin_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env[NOMAD_HANDSHAKE.magic_cookie_key] = NOMAD_HANDSHAKE.magic_cookie_value
+    env["PLUGIN_PROTOCOL_VERSIONS"] = "2"
+    env.update(extra)
+    return env
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def test_without_cookie_explains_and_exits_1() -> None:
+    env = {k: v for k, v in os.environ.items() if k != NOMAD_HANDSHAKE.magic_cookie_key}
+    done = subprocess.run(
+        [sys.executable, str(SDK_PLUGIN)], env=env, capture_output=True, timeout=30
+    )
+    assert done.returncode == 1
+    assert done.stdout == b""
+    assert b"is a plugin" in done.stderr
+
+
+@pytest.mark.parametrize("network", ["unix", "tcp"])
+def test_handshake_line_and_health(network: str, launch: Launcher) -> None:
+    env = _plugin_env(GOPLUGIN_PY_NETWORK=network)
+    plugin = launch(env=env)
+    config = plugin.client.reattach_config
+    assert config.network == network
+    assert config.protocol_version == 2
+    if network == "unix":
+        mode = os.stat(config.address).st_mode & 0o777
+        assert mode == 0o600
+        assert os.stat(os.path.dirname(config.address)).st_mode & 0o077 == 0
+    else:
+        host, port = config.address.rsplit(":", 1)
+        assert host == "127.0.0.1" and 10000 <= int(port) <= 25000
+    assert plugin.client.health() == "SERVING"
+    assert plugin.client.info().name == "sdk-test"
+
+
+def test_handshake_is_the_only_stdout_and_unix_socket_is_removed(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(SDK_PLUGIN)],
+        env=_plugin_env(PLUGIN_UNIX_SOCKET_DIR=str(tmp_path)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        parts = line.rstrip("\n").split("|")
+        assert parts[:3] == ["1", "2", "unix"] and parts[4:] == ["grpc", ""], line
+        assert os.path.dirname(parts[3]) == str(tmp_path)
+        process = PluginProcess.reattach(ReattachConfig("unix", parts[3], proc.pid, 2))
+        client = DevicePluginClient(process)
+        client.reserve(["!print"])  # prints to stdout; must not reach our stdout pipe
+        result = client.kill()
+        assert result.outcome == "graceful"
+        rest, _ = proc.communicate(timeout=10)
+        assert rest == b""
+        assert not os.path.exists(parts[3])
+    finally:
+        proc.kill()
+
+
+def test_shutdown_exits_promptly(launch: Launcher) -> None:
+    plugin = launch()
+    stream = plugin.client.fingerprint()
+    stream.next(10)  # a long-lived stream is open while we shut down
+    result = plugin.client.kill()
+    assert result.outcome == "graceful"
+    assert result.returncode == 0
+    assert result.seconds < 1.5, result
+
+
+def test_sigint_is_ignored_and_sigterm_stops(launch: Launcher) -> None:
+    plugin = launch()
+    pid = plugin.client.process.pid
+    os.kill(pid, signal.SIGINT)
+    os.kill(pid, signal.SIGINT)
+    time.sleep(0.3)
+    assert plugin.client.health() == "SERVING"
+    os.kill(pid, signal.SIGTERM)
+    proc = plugin.client.process.process
+    assert proc is not None
+    assert _wait_exit(proc, 5) == 0
+    trace = [e for e in plugin.logs if "interrupt" in e.message]
+    assert trace and all(e.level == "trace" for e in trace)
+
+
+HOST_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from nomad_device.host import DevicePluginClient
+    client = DevicePluginClient.launch([sys.executable, sys.argv[1]])
+    client.info()
+    c = client.reattach_config
+    print(json.dumps([c.network, c.address, c.pid, c.protocol_version]), flush=True)
+    sys.stdin.read()  # wait to be killed
+    """
+)
+
+
+def test_host_killed_then_second_client_reattaches(tmp_path: Path) -> None:
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST_SCRIPT, str(SDK_PLUGIN)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert host.stdout is not None
+    network, address, pid, version = json.loads(host.stdout.readline())
+    try:
+        host.kill()  # the plugin's stdout/stderr pipes break
+        host.wait(10)
+        time.sleep(0.2)
+        client = DevicePluginClient.reattach(ReattachConfig(network, address, pid, version))
+        # Logging into the broken stderr pipe must not hurt the plugin.
+        client.reserve(["!print"])
+        assert client.info().name == "sdk-test"
+        with client.fingerprint() as stream:
+            assert stream.next(10)[0].devices
+        result = client.kill()
+        assert result.outcome == "graceful"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_every_stderr_line_is_hclog_json(launch: Launcher) -> None:
+    plugin = launch()
+    client = plugin.client
+    client.reserve(["!print"])
+    client.reserve(["!thread"])
+    with pytest.raises(Exception, match="deliberate failure"):
+        client.reserve(["!raise"])
+    proc = client.process.process
+    assert proc is not None and proc.stderr is not None
+    client.kill()
+    entries = plugin.logs
+    assert entries, "no log lines at all"
+    raw = [e for e in entries if e.raw]
+    assert raw == []
+    # Parse each line strictly, as a Go host would need it.
+    by_message = {e.message: e for e in entries}
+    assert by_message["printed to stdout"].level == "debug"
+    assert by_message["printed to stderr"].level == "warn"
+    assert by_message["raw bytes on fd 2"].level == "warn"
+    assert by_message["author log"].level == "info"
+    assert by_message["author log"].fields["answer"] == 42
+    warning = [e for e in entries if "a deliberate warning" in e.message]
+    assert warning and warning[0].level == "warn"
+    thread = [e for e in entries if "uncaught exception in thread doomed" in e.message]
+    assert thread and thread[0].level == "error"
+    assert "ZeroDivisionError" in str(thread[0].fields["traceback"])
+    reserve = [e for e in entries if e.message.startswith("Reserve failed")]
+    assert reserve and reserve[0].level == "error"
+    assert "RuntimeError: deliberate failure" in str(reserve[0].fields["traceback"])
+
+
+def test_stderr_lines_parse_strictly(tmp_path: Path) -> None:
+    """Read stderr ourselves (not via the host relay) and parse every line strictly."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SDK_PLUGIN)],
+        env=_plugin_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    parts = proc.stdout.readline().decode().strip().split("|")
+    client = DevicePluginClient(
+        PluginProcess.reattach(ReattachConfig(parts[2], parts[3], proc.pid, 2))
+    )
+    client.reserve(["!print"])
+    client.reserve(["!thread"])
+    with pytest.raises(Exception, match="deliberate"):
+        client.reserve(["!raise"])
+    assert client.kill().outcome == "graceful"
+    _, err = proc.communicate(timeout=10)
+    lines = err.decode().splitlines()
+    assert len(lines) >= 8
+    for line in lines:
+        parse_line(line, strict=True)
+
+
+def test_grpc_error_codes_reach_the_host(launch: Launcher) -> None:
+    client = launch().client
+    with pytest.raises(Exception) as info:
+        client.reserve([])
+    assert getattr(info.value, "code", None) == grpc.StatusCode.INVALID_ARGUMENT
+    assert "no device ids given" in str(info.value)
