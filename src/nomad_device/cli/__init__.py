@@ -1,0 +1,1 @@
+"""The launcher: drive any Nomad device plugin from the command line."""

@@ -1,0 +1,1 @@
+"""Ready-made device plugins built on the SDK."""

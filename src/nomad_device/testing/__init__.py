@@ -1,0 +1,1 @@
+"""Test doubles, harnesses and the conformance suite for plugin authors."""

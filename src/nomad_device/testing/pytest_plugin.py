@@ -1,0 +1,1 @@
+"""pytest plugin for device-plugin authors (fixtures and the conformance suite)."""
