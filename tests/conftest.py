@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,17 @@ class Launched:
 
     def messages(self) -> list[str]:
         return [e.message for e in self.logs]
+
+    def wait_for_log(
+        self, predicate: Callable[[HclogEntry], bool], timeout: float = 10, count: int = 1
+    ) -> list[HclogEntry]:
+        """Entries matching ``predicate`` once ``count`` arrived (stderr lags the wire)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [e for e in list(self.logs) if predicate(e)]
+            if len(found) >= count or time.monotonic() > deadline:
+                return found
+            time.sleep(0.02)
 
 
 Launcher = Callable[..., Launched]

@@ -89,9 +89,19 @@ class BaseServicer(base_pb2_grpc.BasePluginServicer):
                 f"this plugin speaks {DEVICE_API_VERSION}",
             )
         async with self._config_lock:
-            await _guarded(
-                context, "SetConfig", lambda: apply_config(self.plugin, request.msgpack_config)
-            )
+            try:
+                await apply_config(self.plugin, request.msgpack_config)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # Go plugins wrap it the same way; operators read it when the agent refuses
+                # to start, so unexpected failures are logged with their traceback too.
+                code = exc.code if isinstance(exc, DevicePluginError) else None
+                if code is None and not isinstance(exc, ValueError):
+                    log.error("SetConfig failed: %s", exc, exc_info=exc)
+                    code = "INTERNAL"
+                status = getattr(grpc.StatusCode, code or "INVALID_ARGUMENT")
+                await context.abort(status, f"SetConfig failed: {exc}")
         return base_pb2.SetConfigResponse()
 
 
