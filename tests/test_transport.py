@@ -215,3 +215,122 @@ def test_grpc_error_codes_reach_the_host(launch: Launcher) -> None:
         client.reserve([])
     assert getattr(info.value, "code", None) == grpc.StatusCode.INVALID_ARGUMENT
     assert "no device ids given" in str(info.value)
+
+
+def test_stdio_forwarded_to_host(launch: Launcher) -> None:
+    client = launch().client
+    client.reserve(["!print"])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        seen = b"".join(data for channel, data in client.process.stdio if channel == 1)
+        if b"printed to stdout" in seen:
+            break
+        time.sleep(0.02)
+    assert b"printed to stdout\n" in seen
+    errs = b"".join(data for channel, data in client.process.stdio if channel == 2)
+    assert b"raw bytes on fd 2" in errs
+
+
+def test_unix_socket_group(launch: Launcher) -> None:
+    gid = os.getgid()
+    plugin = launch(env=_plugin_env(PLUGIN_UNIX_SOCKET_GROUP=str(gid)))
+    st = os.stat(plugin.client.reattach_config.address)
+    assert st.st_mode & 0o777 == 0o660
+    assert st.st_gid == gid
+
+
+def test_tcp_port_range_gives_distinct_ports(launch: Launcher) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        low = probe.getsockname()[1]
+    env = _plugin_env(GOPLUGIN_PY_NETWORK="tcp")
+    first = launch(env=env, min_port=low, max_port=low + 5).client
+    second = launch(env=env, min_port=low, max_port=low + 5).client
+    a, b = first.reattach_config.address, second.reattach_config.address
+    assert a != b
+    for address in (a, b):
+        assert low <= int(address.rsplit(":", 1)[1]) <= low + 5
+    assert first.health() == second.health() == "SERVING"
+
+
+def test_auto_mtls_with_python_host(launch: Launcher) -> None:
+    plugin = launch(auto_mtls=True)
+    assert plugin.client.reattach_config.server_cert_pem is not None
+    assert plugin.client.info().name == "sdk-test"
+    with plugin.client.fingerprint() as stream:
+        assert stream.next(10)[0].devices
+
+
+def test_no_thread_per_stream(launch: Launcher) -> None:
+    client = launch().client
+    pid = client.process.pid
+
+    def threads() -> int:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+        raise AssertionError("no Threads line")
+
+    with client.fingerprint() as one, client.stats(0.05) as s:
+        one.next(10)
+        s.next(10)
+        before = threads()
+        streams = [client.fingerprint() for _ in range(20)] + [
+            client.stats(0.05) for _ in range(20)
+        ]
+        for stream in streams:
+            stream.next(10)
+        after = threads()
+        for stream in streams:
+            stream.cancel()
+    assert after <= before + 2, (before, after)
+
+
+def test_host_relays_plugin_logs_with_levels(
+    launch: Launcher, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    plugin = launch()
+    plugin.client.reserve(["!print"])
+    plugin.wait_for_log(lambda e: e.message == "author log")
+    time.sleep(0.1)
+    records = {r.getMessage(): r for r in caplog.records if r.name.startswith("plugin.")}
+    assert records["author log"].levelno == logging.INFO
+    assert records["printed to stderr"].levelno == logging.WARNING
+    assert records["printed to stdout"].levelno == logging.DEBUG
+
+
+def test_start_timeout_kills_the_plugin(tmp_path: Path) -> None:
+    from nomad_device.goplugin.client import PluginError
+
+    pid_file = tmp_path / "pid"
+    script = SDK_PLUGIN.parent / "never_handshakes.py"
+    start = time.monotonic()
+    with pytest.raises(PluginError, match="timeout"):
+        DevicePluginClient.launch([sys.executable, str(script), str(pid_file)], start_timeout=1.5)
+    assert time.monotonic() - start < 5
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_plugin_crashing_before_handshake_is_reported() -> None:
+    from nomad_device.goplugin.client import PluginError
+
+    with pytest.raises(PluginError, match="exit status 3") as info:
+        DevicePluginClient.launch(
+            [sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"]
+        )
+    assert "boom" in str(info.value)
+
+
+def test_kill_forces_a_plugin_that_lingers_after_shutdown(launch: Launcher) -> None:
+    plugin = launch([sys.executable, str(SDK_PLUGIN.parent / "slow_shutdown.py")])
+    result = plugin.client.kill()
+    assert result.outcome == "forced"
+    assert 1.9 < result.seconds < 4, result
+    assert result.returncode == -signal.SIGKILL
