@@ -334,3 +334,20 @@ def test_kill_forces_a_plugin_that_lingers_after_shutdown(launch: Launcher) -> N
     assert result.outcome == "forced"
     assert 1.9 < result.seconds < 4, result
     assert result.returncode == -signal.SIGKILL
+
+
+def test_crash_while_loading_the_author_module_is_hclog() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SDK_PLUGIN.parent / "crash_on_import.py")],
+        env=_plugin_env(),
+        capture_output=True,
+        timeout=30,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == b""
+    lines = proc.stderr.decode().splitlines()
+    assert lines
+    entries = [parse_line(line, strict=True) for line in lines]
+    assert entries[-1].level == "error"
+    assert "config file missing" in entries[-1].message
+    assert "RuntimeError" in str(entries[-1].fields["traceback"])

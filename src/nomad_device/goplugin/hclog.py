@@ -32,6 +32,7 @@ __all__ = [
     "StdioCapture",
     "format_timestamp",
     "hclog_level",
+    "install_early_excepthook",
     "install_plugin_logging",
     "parse_line",
     "python_level",
@@ -288,6 +289,30 @@ def _log_uncaught(
         "".join(traceback.format_exception_only(exc_type, exc)).strip(),
         exc_info=(exc_type, exc, tb),
     )
+
+
+def install_early_excepthook() -> None:
+    """Report an exception raised before serving starts as one hclog line.
+
+    Covers errors in the author's module or plugin constructor, which happen
+    before :func:`install_plugin_logging` runs and would otherwise print a raw
+    traceback that a host shows only at debug level.
+    """
+    handler = HclogHandler(2)
+
+    def excepthook(et: type[BaseException], ev: BaseException, tb: TracebackType | None) -> None:
+        record = logging.LogRecord(
+            "python",
+            logging.ERROR,
+            __file__,
+            0,
+            "plugin failed to start: %s",
+            ("".join(traceback.format_exception_only(et, ev)).strip(),),
+            (et, ev, tb),
+        )
+        handler.emit(record)
+
+    sys.excepthook = excepthook
 
 
 def install_plugin_logging(level: int = TRACE, capture_stdio: bool = True) -> StdioCapture | None:
