@@ -220,15 +220,17 @@ def test_grpc_error_codes_reach_the_host(launch: Launcher) -> None:
 def test_stdio_forwarded_to_host(launch: Launcher) -> None:
     client = launch().client
     client.reserve(["!print"])
-    deadline = time.monotonic() + 5
+
+    def channel(number: int) -> bytes:
+        return b"".join(data for ch, data in list(client.process.stdio) if ch == number)
+
+    deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        seen = b"".join(data for channel, data in client.process.stdio if channel == 1)
-        if b"printed to stdout" in seen:
+        if b"printed to stdout\n" in channel(1) and b"raw bytes on fd 2\n" in channel(2):
             break
         time.sleep(0.02)
-    assert b"printed to stdout\n" in seen
-    errs = b"".join(data for channel, data in client.process.stdio if channel == 2)
-    assert b"raw bytes on fd 2" in errs
+    assert b"printed to stdout\n" in channel(1)
+    assert b"raw bytes on fd 2\n" in channel(2)
 
 
 def test_unix_socket_group(launch: Launcher) -> None:

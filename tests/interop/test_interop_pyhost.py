@@ -29,11 +29,6 @@ COOKIE = (
 LaunchGo = Callable[..., tuple[DevicePluginClient, list[HclogEntry]]]
 
 #: Why the Python host cannot yet use AutoMTLS with a Go plugin.
-PYHOST_MTLS_REASON = (
-    "goplugin/client.py still uses gRPC's own TLS (BoringSSL), which cannot "
-    "negotiate go-plugin's P-521 server certificate; wire tlsproxy.TLSBridge "
-    "into PluginProcess._connect (see docs/interop.md) and drop this marker"
-)
 
 
 @pytest.fixture
@@ -139,7 +134,6 @@ def test_python_host_drives_go_plugin(launch_go: LaunchGo, device_dir: Path) -> 
     _drive(client, logs, device_dir)
 
 
-@pytest.mark.xfail(strict=True, reason=PYHOST_MTLS_REASON)
 def test_python_host_drives_go_plugin_with_automtls(launch_go: LaunchGo, device_dir: Path) -> None:
     client, logs = launch_go(auto_mtls=True, start_timeout=5)
     _drive(client, logs, device_dir)
@@ -150,8 +144,6 @@ def test_go_plugin_defaults_from_empty_config(
     launch_go: LaunchGo, device_dir: Path, auto_mtls: bool
 ) -> None:
     """Empty SetConfig bytes: dir "." (the plugin's working directory)."""
-    if auto_mtls:
-        pytest.xfail(PYHOST_MTLS_REASON)
     client, _ = launch_go(auto_mtls=auto_mtls, cwd=str(device_dir))
     client.set_config(b"")
     with client.fingerprint() as stream:

@@ -33,6 +33,7 @@ from nomad_device.proto import (
 
 if TYPE_CHECKING:
     from nomad_device.goplugin.tls import KeyPair
+    from nomad_device.goplugin.tlsproxy import TLSBridge
 
 __all__ = ["KillResult", "PluginError", "PluginProcess", "ReattachConfig"]
 
@@ -85,6 +86,7 @@ class PluginProcess:
         self.process = process
         self.logger = logger
         self._stdio_thread: threading.Thread | None = None
+        self._bridge: TLSBridge | None = None
         self.stdio: list[tuple[int, bytes]] = []
 
     # -- construction -------------------------------------------------------
@@ -202,23 +204,26 @@ class PluginProcess:
         timeout: float,
     ) -> PluginProcess:
         target = f"unix:{config.address}" if config.network == "unix" else config.address
-        options = [("grpc.enable_retries", 0)]
+        bridge: TLSBridge | None = None
         if config.server_cert_pem is not None:
-            creds = grpc.ssl_channel_credentials(
-                root_certificates=config.server_cert_pem,
-                private_key=client_pair.key_pem if client_pair else None,
-                certificate_chain=client_pair.cert_pem if client_pair else None,
-            )
-            options.append(("grpc.ssl_target_name_override", "localhost"))  # type: ignore[arg-type]
-            channel = grpc.secure_channel(target, creds, options=options)
-        else:
-            channel = grpc.insecure_channel(target, options=options)
+            if client_pair is None:
+                raise PluginError("the plugin uses AutoMTLS: a client key pair is needed")
+            # TLS through Python's OpenSSL: gRPC's BoringSSL cannot speak go-plugin's
+            # P-521 certificates (see docs/interop.md).
+            from nomad_device.goplugin.tlsproxy import TLSBridge
+
+            bridge = TLSBridge(config.network, config.address, config.server_cert_pem, client_pair)
+            target = f"unix:{bridge.address}"
+        channel = grpc.insecure_channel(target, options=[("grpc.enable_retries", 0)])
         try:
             grpc.channel_ready_future(channel).result(timeout=timeout)
         except grpc.FutureTimeoutError as exc:
             channel.close()
+            if bridge is not None:
+                bridge.close()
             raise PluginError(f"cannot connect to plugin at {config.address}") from exc
         plugin = cls(config, channel, process, logger)
+        plugin._bridge = bridge
         plugin._start_stdio()
         return plugin
 
@@ -243,15 +248,20 @@ class PluginProcess:
         self._stdio_thread = threading.Thread(target=run, name="plugin-stdio", daemon=True)
         self._stdio_thread.start()
 
+    def _close_channel(self) -> None:
+        self.channel.close()
+        if self._bridge is not None:
+            self._bridge.close()
+
     def close(self) -> None:
         """Drop the connection without stopping the plugin (a host 'dying')."""
-        self.channel.close()
+        self._close_channel()
 
     def kill(self, grace: float = KILL_GRACE) -> KillResult:
         """Shutdown RPC, wait ``grace`` seconds, then SIGKILL the PID only."""
         start = time.monotonic()
         if not self._alive():
-            self.channel.close()
+            self._close_channel()
             return KillResult("gone", 0.0, self._returncode())
         stub = goplugin_controller_pb2_grpc.GRPCControllerStub(self.channel)
         graceful = True
@@ -263,7 +273,7 @@ class PluginProcess:
             graceful = code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
             if not graceful:
                 self.logger.warning("error closing client during kill: %s", exc)
-        self.channel.close()
+        self._close_channel()
         if graceful and self._wait(grace):
             return KillResult("graceful", time.monotonic() - start, self._returncode())
         with contextlib.suppress(ProcessLookupError):

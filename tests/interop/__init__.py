@@ -1,0 +1,1 @@
+"""Interop tests: the real go-plugin client and server against the SDK."""
