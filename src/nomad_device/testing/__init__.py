@@ -1,1 +1,107 @@
-"""Test doubles, harnesses and the conformance suite for plugin authors."""
+"""Test doubles, harnesses and the conformance suite for plugin authors.
+
+- :class:`MockDevicePlugin` -- a plugin whose every answer is a settable function;
+- static builders (:func:`static_fingerprint`, :func:`static_reservation`,
+  :func:`static_stats` ...) -- canned answers for those functions;
+- :class:`InProcessHarness` -- serve a plugin object in this process over real gRPC;
+- :class:`SubprocessHarness` -- launch a plugin executable as Nomad does;
+- :func:`defaults_only_config` -- the SetConfig bytes Nomad sends with no config block;
+- :func:`run_conformance` -- the conformance suite (also ``nomad-device-conformance``).
+
+Names are imported on first use, so ``import nomad_device.testing`` stays cheap
+(pytest loads this package's plugin in every run).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nomad_device.testing.conformance import (
+        ConformanceReport,
+        Status,
+        SuiteOptions,
+        run_conformance,
+    )
+    from nomad_device.testing.defaults import (
+        ConfigBodyError,
+        ConfigRequired,
+        config_from_json,
+        defaults_only_config,
+    )
+    from nomad_device.testing.harness import InProcessHarness, SubprocessHarness
+    from nomad_device.testing.mock import MockCall, MockDevicePlugin
+    from nomad_device.testing.static import (
+        TEST_SPEC,
+        device_group,
+        error_fingerprint,
+        error_reserve,
+        error_stats,
+        group_stats,
+        noop_configure,
+        static_fingerprint,
+        static_fingerprint_stream,
+        static_info,
+        static_reservation,
+        static_schema,
+        static_stats,
+        static_stats_stream,
+    )
+
+__all__ = [
+    "TEST_SPEC",
+    "ConfigBodyError",
+    "ConfigRequired",
+    "ConformanceReport",
+    "InProcessHarness",
+    "MockCall",
+    "MockDevicePlugin",
+    "Status",
+    "SubprocessHarness",
+    "SuiteOptions",
+    "config_from_json",
+    "defaults_only_config",
+    "device_group",
+    "error_fingerprint",
+    "error_reserve",
+    "error_stats",
+    "group_stats",
+    "noop_configure",
+    "run_conformance",
+    "static_fingerprint",
+    "static_fingerprint_stream",
+    "static_info",
+    "static_reservation",
+    "static_schema",
+    "static_stats",
+    "static_stats_stream",
+]
+
+_HOME = {
+    "ConformanceReport": "conformance",
+    "Status": "conformance",
+    "SuiteOptions": "conformance",
+    "run_conformance": "conformance",
+    "ConfigBodyError": "defaults",
+    "ConfigRequired": "defaults",
+    "config_from_json": "defaults",
+    "defaults_only_config": "defaults",
+    "InProcessHarness": "harness",
+    "SubprocessHarness": "harness",
+    "MockCall": "mock",
+    "MockDevicePlugin": "mock",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(f"{__name__}.{_HOME.get(name, 'static')}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,134 @@
+"""The conformance report: every check's outcome, as text for people or JSON for tools."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import textwrap
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from nomad_device.testing.conformance.checks import CheckResult, Status
+
+__all__ = ["ConformanceError", "ConformanceReport"]
+
+_WIDTH = 100
+_LABEL = {Status.PASS: "PASS", Status.FAIL: "FAIL", Status.WARN: "WARN", Status.SKIP: "SKIP"}
+
+
+class ConformanceError(AssertionError):
+    """Raised by :meth:`ConformanceReport.assert_ok`; the message is the report."""
+
+
+@dataclass(frozen=True)
+class ConformanceReport:
+    """The outcome of a conformance run against one plugin command."""
+
+    command: tuple[str, ...]
+    results: tuple[CheckResult, ...]
+    seconds: float
+    plugin_name: str | None = None
+    plugin_version: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when no check failed (warnings and skips do not fail a run)."""
+        return not self.failures
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        return [r for r in self.results if r.status is Status.FAIL]
+
+    @property
+    def warnings(self) -> list[CheckResult]:
+        return [r for r in self.results if r.status is Status.WARN]
+
+    def result(self, check_id: str) -> CheckResult:
+        """The result of one check by id (KeyError if unknown)."""
+        for result in self.results:
+            if result.id == check_id:
+                return result
+        raise KeyError(check_id)
+
+    def status_of(self, check_id: str) -> Status:
+        return self.result(check_id).status
+
+    def counts(self) -> Counter[Status]:
+        return Counter(r.status for r in self.results)
+
+    def assert_ok(self, *, allow_warnings: bool = True) -> None:
+        """Raise :class:`ConformanceError` with the rendered report if a check failed."""
+        if self.failures or (not allow_warnings and self.warnings):
+            raise ConformanceError("\n" + self.render())
+
+    # -- rendering ------------------------------------------------------------------
+
+    def render(self, *, verbose: bool = False) -> str:
+        """The report as text: one line per check, details for findings.
+
+        Failures and warnings always show their evidence, why the check matters
+        to Nomad and how to fix it; ``verbose`` adds evidence for the rest.
+        """
+        who = shlex.join(self.command)
+        lines = [f"Nomad device plugin conformance: {who}"]
+        if self.plugin_name:
+            lines.append(f"plugin: {self.plugin_name} {self.plugin_version or ''}".rstrip())
+        lines.append("")
+        width = max(len(r.id) for r in self.results) if self.results else 0
+        for r in self.results:
+            lines.append(f"  {_LABEL[r.status]}  {r.id:<{width}}  {r.check.title}")
+            lines.extend(_wrap(r.summary, 8))
+            finding = r.status in (Status.FAIL, Status.WARN)
+            if finding or verbose:
+                for item in r.evidence:
+                    lines.extend(_wrap(f"- {item}", 8, hanging=2))
+            if finding:
+                lines.extend(_wrap(f"why: {r.check.why}", 8, hanging=5))
+                lines.extend(_wrap(f"fix: {r.check.fix}", 8, hanging=5))
+        counts = self.counts()
+        lines.append("")
+        lines.append(
+            f"{len(self.results)} checks: {counts[Status.PASS]} passed, "
+            f"{counts[Status.FAIL]} failed, {counts[Status.WARN]} warning(s), "
+            f"{counts[Status.SKIP]} skipped in {self.seconds:.1f} s -- "
+            + ("CONFORMS" if self.ok else "DOES NOT CONFORM")
+        )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "command": list(self.command),
+            "plugin": {"name": self.plugin_name, "version": self.plugin_version},
+            "ok": self.ok,
+            "seconds": round(self.seconds, 3),
+            "counts": {s.value: self.counts()[s] for s in Status},
+            "results": [
+                {
+                    "id": r.id,
+                    "title": r.check.title,
+                    "status": r.status.value,
+                    "summary": r.summary,
+                    "evidence": list(r.evidence),
+                    "why": r.check.why,
+                    "fix": r.check.fix,
+                    "section": r.check.section,
+                }
+                for r in self.results
+            ],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+
+def _wrap(text: str, indent: int, hanging: int = 0) -> Iterable[str]:
+    return textwrap.wrap(
+        text,
+        width=_WIDTH,
+        initial_indent=" " * indent,
+        subsequent_indent=" " * (indent + hanging),
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [" " * indent]

@@ -1,0 +1,48 @@
+"""The conformance suite against the Go plugin built on the real go-plugin server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nomad_device.testing.conformance import SuiteOptions, run_conformance
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def goplugin() -> str:
+    if shutil.which("go") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("'go' is not on PATH: CI must run the interop tests (install Go 1.26+)")
+        pytest.skip("'go' is not on PATH: the interop tests need Go to build interop/")
+    done = subprocess.run(
+        ["bash", str(ROOT / "interop" / "build.sh")],
+        env=dict(os.environ, PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"interop/build.sh failed:\n{done.stdout}\n{done.stderr}")
+    return str(ROOT / "interop" / "bin" / "goplugin")
+
+
+def test_go_plugin_conforms(goplugin: str, tmp_path: Path) -> None:
+    for name in ("alpha", "beta", "gamma"):
+        (tmp_path / name).write_bytes(name.encode())
+    report = run_conformance([goplugin], SuiteOptions(cwd=str(tmp_path)))
+    # go-plugin gives a Go plugin every transport check for free; the plugin's
+    # own code answers the rest.
+    report.assert_ok(allow_warnings=False)
+    assert report.plugin_name == "go-files"
+    assert "3 device(s)" in report.result("device-groups-valid").summary
+    assert report.result("reserve-unknown-id").summary == "refused with INVALID_ARGUMENT"

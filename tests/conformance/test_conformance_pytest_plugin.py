@@ -1,0 +1,106 @@
+"""The pytest plugin, run the way an author's project runs it: a pytest subprocess."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _command(name: str) -> str:
+    return shlex.join([sys.executable, str(FIXTURES / f"{name}.py")])
+
+
+def test_option_turns_each_check_into_a_test(tmp_path: Path) -> None:
+    done = _pytest(tmp_path, f"--nomad-device-conformance={_command('ends_stream')}")
+    assert done.returncode == 1, done.stdout
+    assert "collected 18 items" in done.stdout
+    assert "1 failed, 17 passed" in done.stdout
+    assert "::fingerprint-stream-open" in done.stdout
+    # The failure is the finding, not a Python traceback.
+    assert "why: Any end of the Fingerprint stream" in done.stdout
+    assert "Traceback" not in done.stdout
+
+
+def test_option_reports_warnings_and_skips(tmp_path: Path) -> None:
+    done = _pytest(
+        tmp_path,
+        f"--nomad-device-conformance={_command('stdout_chatter')}",
+        f"--nomad-device-conformance={_command('needs_config')}",
+        "-k",
+        "stdout-quiet or set-config",
+    )
+    assert done.returncode == 0, done.stdout
+    assert "collected 36 items / 32 deselected / 4 selected" in done.stdout
+    assert "ConformanceWarning: stdout-quiet:" in done.stdout
+    assert "SKIPPED" in done.stdout and "info: the plugin needs operator config" in done.stdout
+
+
+def test_option_passes_config_json(tmp_path: Path) -> None:
+    done = _pytest(
+        tmp_path,
+        f"--nomad-device-conformance={_command('needs_config')}",
+        '--nomad-device-config-json={"dir": "/srv/widgets"}',
+    )
+    assert done.returncode == 0, done.stdout
+    assert "18 passed" in done.stdout
+
+
+def test_fixtures_in_an_authors_tests(tmp_path: Path) -> None:
+    (tmp_path / "test_mine.py").write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+
+            from nomad_device.testing import MockDevicePlugin, device_group, static_fingerprint
+
+            WIDGETS = {str(FIXTURES / "_widgets.py")!r}
+
+
+            def test_conforms(device_plugin_conformance):
+                report = device_plugin_conformance([sys.executable, WIDGETS], open_window=1.0)
+                report.assert_ok(allow_warnings=False)
+
+
+            def test_in_process(device_plugin_harness):
+                group = device_group("acme", "gpu", "g1", ["0"])
+                h = device_plugin_harness(MockDevicePlugin(detect_fn=static_fingerprint(group)))
+                assert h.first_fingerprint() == [group]
+            """
+        )
+    )
+    done = _pytest(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+
+
+def test_unused_plugin_imports_nothing_heavy(tmp_path: Path) -> None:
+    """Loading the plugin must not import the testing machinery (nor the suite)."""
+    (tmp_path / "test_nothing.py").write_text(
+        textwrap.dedent(
+            """
+            import sys
+
+            def test_lazy():
+                loaded = [m for m in sys.modules if m.startswith("nomad_device.testing.")]
+                assert loaded == ["nomad_device.testing.pytest_plugin"], loaded
+            """
+        )
+    )
+    done = _pytest(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,140 @@
+"""The suite's pure parts: Nomad's group validation, version parsing, schema walks, reports."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nomad_device.proto import attribute_pb2, device_pb2
+from nomad_device.testing.conformance import CHECKS, CheckResult, ConformanceReport, Status
+from nomad_device.testing.conformance.checks import check
+from nomad_device.testing.conformance.runner import (
+    _STRICT_SEMVER_RE,
+    _VERSION_RE,
+    _group_problems,
+    _literal_problems,
+)
+from nomad_device.wire import hclspec as h
+
+
+def _group(**attributes: attribute_pb2.Attribute) -> device_pb2.DeviceGroup:
+    return device_pb2.DeviceGroup(
+        vendor="acme",
+        device_type="gpu",
+        device_name="g1",
+        devices=[device_pb2.DetectedDevice(ID="0", healthy=True)],
+        attributes=attributes,
+    )
+
+
+def test_valid_group_has_no_problems() -> None:
+    group = _group(
+        memory=attribute_pb2.Attribute(int_val=4, unit="GiB"),
+        clock=attribute_pb2.Attribute(float_val=1.5, unit="GHz"),
+        model=attribute_pb2.Attribute(string_val="x"),
+        ecc=attribute_pb2.Attribute(bool_val=True),
+    )
+    assert _group_problems(group) == []
+
+
+def test_group_problems_in_nomads_words() -> None:
+    group = _group(
+        a=attribute_pb2.Attribute(int_val=1, unit="furlongs"),
+        b=attribute_pb2.Attribute(string_val="x", unit="MiB"),
+        c=attribute_pb2.Attribute(unit="MiB"),
+    )
+    group.vendor = ""
+    group.devices.append(device_pb2.DetectedDevice(ID=""))
+    assert _group_problems(group) == [
+        "device vendor must be specified",
+        "device 1: device ID must be specified",
+        "device attribute 'a' invalid: unrecognized unit 'furlongs'",
+        "device attribute 'b' invalid: unit can not be specified on a boolean or string attribute",
+        "device attribute 'c' invalid: no attribute value set",
+    ]
+
+
+@pytest.mark.parametrize(
+    "version, parses, strict",
+    [
+        ("0.1.0", True, True),
+        ("v0.1.0", True, True),
+        ("1.2.3-beta.1+build.5", True, True),
+        ("1.2", True, False),
+        ("2", True, False),
+        ("latest", False, False),
+        ("", False, False),
+        ("1.2.3 final", False, False),
+    ],
+)
+def test_version_parsing(version: str, parses: bool, strict: bool) -> None:
+    assert bool(_VERSION_RE.fullmatch(version)) is parses
+    assert bool(_STRICT_SEMVER_RE.fullmatch(version)) is strict
+
+
+def test_literal_problems_anywhere_in_the_tree() -> None:
+    spec = h.Object(
+        {
+            "ok": h.Default(h.Attr("ok", "list(string)"), h.Literal('["a"]')),
+            "bad": h.Block(
+                "bad",
+                h.Object(
+                    {
+                        "x": h.Default(h.Attr("x", "string"), h.Literal("upper(x)")),
+                        "y": h.Attr("y", "strin"),
+                    }
+                ),
+            ),
+        }
+    )
+    problems = list(_literal_problems(spec))
+    assert len(problems) == 2
+    assert problems[0].startswith("literal 'upper(x)'")
+    assert problems[1].startswith("y: type 'strin'")
+
+
+def _report(*statuses: Status) -> ConformanceReport:
+    results = tuple(
+        CheckResult(c, s, f"summary of {c.id}", (f"evidence of {c.id}",))
+        for c, s in zip(CHECKS, statuses, strict=False)
+    )
+    return ConformanceReport(("./plugin", "--flag"), results, 1.25, "p", "1.0.0")
+
+
+def test_render_shows_findings_with_why_and_fix() -> None:
+    report = _report(Status.PASS, Status.FAIL, Status.WARN, Status.SKIP)
+    text = report.render()
+    lines = text.splitlines()
+    assert lines[0] == "Nomad device plugin conformance: ./plugin --flag"
+    assert lines[1] == "plugin: p 1.0.0"
+    assert "evidence of cookie-refusal" not in text  # passes show no evidence...
+    assert "evidence of cookie-refusal" in report.render(verbose=True)  # ...unless asked
+    for finding in ("handshake", "stdout-quiet"):
+        assert f"- evidence of {finding}" in text
+        assert "why: " + check(finding).why[:30] in " ".join(text.split())
+        assert "fix: " + check(finding).fix[:30] in " ".join(text.split())
+    assert lines[-1] == (
+        "4 checks: 1 passed, 1 failed, 1 warning(s), 1 skipped in 1.2 s -- DOES NOT CONFORM"
+    )
+    assert all(len(line) <= 100 for line in lines)
+
+
+def test_json_and_accessors() -> None:
+    report = _report(Status.PASS, Status.WARN)
+    assert report.ok
+    assert [r.id for r in report.warnings] == ["handshake"]
+    assert report.status_of("cookie-refusal") is Status.PASS
+    with pytest.raises(KeyError):
+        report.result("no-such-check")
+    data = json.loads(report.to_json())
+    assert data["counts"] == {"pass": 1, "fail": 0, "warn": 1, "skip": 0}
+    assert data["results"][1]["section"] == "2"
+
+
+def test_every_check_is_documented() -> None:
+    ids = [c.id for c in CHECKS]
+    assert len(ids) == len(set(ids)) == 18
+    for c in CHECKS:
+        assert c.title and c.why.endswith(".") and c.fix.endswith((".", ")"))
+        assert c.section in {"2", "3", "4", "5", "6"}
