@@ -269,8 +269,8 @@ def test_cancelled_stream_then_new_stream(launch: Launcher) -> None:
 
 
 def test_fifty_concurrent_reserves(sdk: Launched) -> None:
-    sdk.client.set_config(_sdk_config())
-    ids = [[f"dev{i % 2}", f"x{i}"] for i in range(50)]
+    sdk.client.set_config(_sdk_config(devices=100))
+    ids = [[f"dev{i}", f"dev{99 - i}"] for i in range(50)]
     barrier = threading.Barrier(50)
 
     def reserve(pair: list[str]) -> str:
@@ -287,6 +287,10 @@ def test_reserve_errors(sdk: Launched) -> None:
         sdk.client.reserve([])
     assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert info.value.details == "no device ids given"
+    with pytest.raises(CallError) as info:
+        sdk.client.reserve(["dev0", "nope"])
+    assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.details == "unknown devices ['nope']"
     with pytest.raises(CallError) as info:
         sdk.client.reserve(["!raise"])
     assert info.value.code == grpc.StatusCode.INTERNAL

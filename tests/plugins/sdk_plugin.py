@@ -93,6 +93,10 @@ class SyncPlugin(DevicePlugin[Config]):
             return Reservation()
         if not device_ids:
             raise InvalidArgument("no device ids given")
+        known = {f"dev{i}" for i in range(self.config.devices)}
+        unknown = [i for i in device_ids if i not in known]
+        if unknown:
+            raise InvalidArgument(f"unknown devices {unknown}")
         return Reservation(
             envs={"SDK_DEVICES": ",".join(device_ids)},
             mounts=tuple(Mount(f"/dev/sdk/{i}", f"/tmp/sdk/{i}") for i in device_ids),

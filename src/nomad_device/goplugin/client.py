@@ -43,6 +43,15 @@ DEFAULT_START_TIMEOUT: Final = 60.0
 KILL_GRACE: Final = 2.0
 
 
+#: As go-plugin's client: no retries, and no 4 MiB cap on messages (a plugin with
+#: 100,000 devices sends stats messages of tens of MiB).
+_CHANNEL_OPTIONS: Final = [
+    ("grpc.enable_retries", 0),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+]
+
+
 class PluginError(RuntimeError):
     """The plugin could not be started or reached."""
 
@@ -214,7 +223,7 @@ class PluginProcess:
 
             bridge = TLSBridge(config.network, config.address, config.server_cert_pem, client_pair)
             target = f"unix:{bridge.address}"
-        channel = grpc.insecure_channel(target, options=[("grpc.enable_retries", 0)])
+        channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
         try:
             grpc.channel_ready_future(channel).result(timeout=timeout)
         except grpc.FutureTimeoutError as exc:

@@ -101,6 +101,10 @@ async def _serve(config: ServeConfig, capture: StdioCapture | None) -> int:
     server = grpc.aio.server(
         options=[
             ("grpc.so_reuseport", 0),  # two plugins must never share a port
+            # No 4 MiB message cap, as go-plugin's default server: large device
+            # sets make large fingerprint and stats messages.
+            ("grpc.max_receive_message_length", -1),
+            ("grpc.max_send_message_length", -1),
             *config.grpc_options,
         ]
     )
