@@ -1,0 +1,1168 @@
+"""Decode a plugin's ``config`` body against its schema the way a Nomad agent does.
+
+A Nomad agent never hands the operator's HCL straight to ``hcldec``. It reads the
+agent file with HCL 1 into plain Go maps and lists, writes that as JSON, parses the
+JSON again with HCL 2's *JSON syntax*, and decodes that body with the spec it
+built from the plugin's ``ConfigSchema``. The result is sent as cty msgpack
+encoded with the value's own type. This module reproduces the last three steps:
+
+- :class:`JValue` is the JSON document (objects keep their properties in order and
+  remember where each came from, for error messages);
+- :func:`compile_spec` turns our :mod:`~nomad_device.wire.hclspec` model into the
+  hcldec spec Nomad builds (implied names, type expressions, literal defaults);
+- :func:`decode` applies hcldec's JSON-body rules: unknown properties, required
+  arguments, block unpacking (a JSON object is one block, an array is several),
+  labels, ``Default``/``Literal`` fallbacks, and go-cty's type conversions with
+  their error messages;
+- :func:`encode` writes the decoded value with :func:`~nomad_device.wire.cty.marshal`.
+
+Diagnostics keep HCL's summary and detail texts, which Nomad prints as
+``summary: detail``. The front end that reads files lives in ``hclconfig``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Final, TypeAlias
+
+from nomad_device.wire import cty, hclspec
+
+__all__ = [
+    "Decoded",
+    "Diagnostic",
+    "JProp",
+    "JValue",
+    "SchemaError",
+    "Source",
+    "compile_spec",
+    "decode",
+    "encode",
+    "from_python",
+]
+
+
+# ---------------------------------------------------------------- documents
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a piece of config came from: a line of a file, a key path, or both."""
+
+    line: int | None = None
+    column: int | None = None
+
+
+@dataclass
+class JProp:
+    """One ``"name": value`` property of a JSON object."""
+
+    name: str
+    value: JValue
+    where: Source = field(default_factory=Source)
+
+
+@dataclass
+class JValue:
+    """A JSON value as HCL's JSON syntax sees it.
+
+    ``kind`` is ``object`` (``value`` is a list of :class:`JProp`), ``array``
+    (a list of :class:`JValue`), ``string``, ``number`` (an int, float or
+    Decimal), ``bool`` or ``null``. ``from_hcl_object`` marks values the HCL 1
+    reading turned from an object into a one-element list (for hints).
+    """
+
+    kind: str
+    value: object
+    where: Source = field(default_factory=Source)
+    from_hcl_object: bool = False
+
+    @property
+    def props(self) -> list[JProp]:
+        assert self.kind == "object"
+        return self.value  # type: ignore[return-value]
+
+    @property
+    def items(self) -> list[JValue]:
+        assert self.kind == "array"
+        return self.value  # type: ignore[return-value]
+
+
+def from_python(value: object, where: Source | None = None) -> JValue:
+    """A :class:`JValue` for plain JSON-like Python data (``json.loads`` output)."""
+    at = where or Source()
+    if value is None:
+        return JValue("null", None, at)
+    if isinstance(value, bool):
+        return JValue("bool", value, at)
+    if isinstance(value, int | float | Decimal):
+        return JValue("number", value, at)
+    if isinstance(value, str):
+        return JValue("string", value, at)
+    if isinstance(value, Mapping):
+        return JValue(
+            "object", [JProp(str(k), from_python(v, at), at) for k, v in value.items()], at
+        )
+    if isinstance(value, list | tuple):
+        return JValue("array", [from_python(v, at) for v in value], at)
+    raise TypeError(f"cannot use {type(value).__name__} as JSON config")
+
+
+# -------------------------------------------------------------- diagnostics
+
+
+Path: TypeAlias = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """An error in the config, worded as HCL words it (``summary: detail``)."""
+
+    summary: str
+    detail: str
+    where: Source = field(default_factory=Source)
+    path: Path = ()
+    hint: str = ""
+
+    def text(self) -> str:
+        """Nomad's rendering: ``summary: detail``."""
+        return f"{self.summary}: {self.detail}"
+
+    def render(self, origin: str) -> str:
+        """``origin:line: summary: detail`` (or the key path when there is no line)."""
+        if self.where.line is not None:
+            prefix = f"{origin}:{self.where.line}"
+        else:
+            shown = cty.format_path(self.path)
+            prefix = f"{origin}: {shown}" if shown else origin
+        message = f"{prefix}: {self.text()}"
+        return f"{message}\n  hint: {self.hint}" if self.hint else message
+
+
+class SchemaError(ValueError):
+    """The plugin's ConfigSchema cannot be turned into a decoder (Nomad refuses it too)."""
+
+
+# --------------------------------------------------------------- compiled spec
+
+
+@dataclass(frozen=True)
+class _Attr:
+    name: str
+    type: cty.CtyType
+    required: bool
+
+
+@dataclass(frozen=True)
+class _Literal:
+    value: object
+    type: cty.CtyType
+
+
+@dataclass(frozen=True)
+class _Default:
+    primary: Compiled
+    default: Compiled
+
+
+@dataclass(frozen=True)
+class _Object:
+    attrs: tuple[tuple[str, Compiled], ...]
+
+
+@dataclass(frozen=True)
+class _Tuple:
+    elems: tuple[Compiled, ...]
+
+
+@dataclass(frozen=True)
+class _Block:
+    name: str
+    nested: Compiled
+    required: bool
+
+
+@dataclass(frozen=True)
+class _BlockList:
+    name: str
+    nested: Compiled
+    min_items: int
+    max_items: int
+    as_set: bool
+
+
+@dataclass(frozen=True)
+class _BlockMap:
+    name: str
+    labels: tuple[str, ...]
+    nested: Compiled
+
+
+@dataclass(frozen=True)
+class _BlockAttrs:
+    name: str
+    elem: cty.CtyType
+    required: bool
+
+
+Compiled: TypeAlias = (
+    _Attr | _Literal | _Default | _Object | _Tuple | _Block | _BlockList | _BlockMap | _BlockAttrs
+)
+_BlockLike: TypeAlias = _Block | _BlockList | _BlockMap | _BlockAttrs
+
+
+def compile_spec(spec: hclspec.Spec) -> Compiled:
+    """Build the decoder Nomad builds from a ConfigSchema; raise :class:`SchemaError`."""
+    return _compile(spec, "")
+
+
+def _compile(spec: hclspec.Spec, implied: str) -> Compiled:
+    if isinstance(spec, hclspec.Object):
+        return _Object(tuple((k, _compile(v, k)) for k, v in spec.attributes.items()))
+    if isinstance(spec, hclspec.Array):
+        return _Tuple(tuple(_compile(v, "") for v in spec.values))
+    if isinstance(spec, hclspec.Attr):
+        name = spec.name or implied
+        ty = _type(spec.type)
+        if not name:
+            raise SchemaError("Missing name in attribute spec")
+        return _Attr(name, ty, spec.required)
+    if isinstance(spec, hclspec.Block):
+        return _Block(spec.name or implied, _compile(spec.nested, ""), spec.required)
+    if isinstance(spec, hclspec.BlockAttrs):
+        name = spec.name or implied
+        ty = _type(spec.type)
+        if not name:
+            raise SchemaError("Missing name in block_attrs spec")
+        return _BlockAttrs(name, ty, spec.required)
+    if isinstance(spec, hclspec.BlockList | hclspec.BlockSet):
+        kind = "block_set" if isinstance(spec, hclspec.BlockSet) else "block_list"
+        name = spec.name or implied
+        nested = _compile(spec.nested, "")
+        if not name:
+            raise SchemaError(f"Missing name in {kind} spec")
+        return _BlockList(
+            name, nested, spec.min_items, spec.max_items, isinstance(spec, hclspec.BlockSet)
+        )
+    if isinstance(spec, hclspec.BlockMap):
+        name = spec.name or implied
+        nested = _compile(spec.nested, "")
+        if not name:
+            raise SchemaError("Missing name in block_map spec")
+        return _BlockMap(name, tuple(spec.labels), nested)
+    if isinstance(spec, hclspec.Literal):
+        try:
+            value = hclspec.parse_literal(spec.value)
+        except ValueError as exc:
+            raise SchemaError(str(exc)) from None
+        return _Literal(value, cty.infer_type(value))
+    if isinstance(spec, hclspec.Default):
+        return _Default(_compile(spec.primary, ""), _compile(spec.default, ""))
+    raise SchemaError(f"unsupported spec {spec!r}")
+
+
+def _type(expr: str) -> cty.CtyType:
+    try:
+        return cty.parse_type(expr)
+    except ValueError as exc:
+        raise SchemaError(str(exc)) from None
+
+
+def implied_type(spec: Compiled) -> cty.CtyType:
+    """hcldec's implied type of a compiled spec."""
+    if isinstance(spec, _Object):
+        return cty.Object({k: implied_type(v) for k, v in spec.attrs})
+    if isinstance(spec, _Tuple):
+        return cty.Tuple([implied_type(v) for v in spec.elems])
+    if isinstance(spec, _Attr):
+        return spec.type
+    if isinstance(spec, _Literal):
+        return spec.type
+    if isinstance(spec, _Default):
+        return implied_type(spec.primary)
+    if isinstance(spec, _Block):
+        return implied_type(spec.nested)
+    if isinstance(spec, _BlockList):
+        elem = implied_type(spec.nested)
+        return cty.Set(elem) if spec.as_set else cty.List(elem)
+    if isinstance(spec, _BlockMap):
+        ty = implied_type(spec.nested)
+        for _ in spec.labels:
+            ty = cty.Map(ty)
+        return ty
+    return cty.Map(spec.elem)
+
+
+# ------------------------------------------------------------- body schema
+
+
+@dataclass
+class _Schema:
+    attrs: list[tuple[str, bool]] = field(default_factory=list)
+    blocks: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+
+
+def _schema(spec: Compiled) -> _Schema:
+    """The attributes and block types a spec reads from one body (ImpliedSchema)."""
+    out = _Schema()
+
+    def visit(s: Compiled) -> None:
+        if isinstance(s, _Attr):
+            out.attrs.append((s.name, s.required))
+        elif isinstance(s, _Block | _BlockList | _BlockAttrs):
+            out.blocks.append((s.name, ()))
+        elif isinstance(s, _BlockMap):
+            out.blocks.append((s.name, s.labels))
+        elif isinstance(s, _Object):
+            for _, child in s.attrs:
+                visit(child)
+        elif isinstance(s, _Tuple):
+            for child in s.elems:
+                visit(child)
+        elif isinstance(s, _Default):
+            visit(s.primary)
+            visit(s.default)
+
+    visit(spec)
+    return out
+
+
+@dataclass
+class _BlockInst:
+    type: str
+    labels: tuple[str, ...]
+    body: JValue
+    where: Source
+    path: Path
+
+
+@dataclass
+class _Content:
+    attrs: dict[str, JProp]
+    attr_paths: dict[str, Path]
+    blocks: list[_BlockInst]
+    where: Source
+    path: Path
+
+
+# ------------------------------------------------------------------ decoding
+
+
+TV: TypeAlias = tuple[object, cty.CtyType]
+"""A decoded value with its cty type (the type Nomad marshals it with)."""
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The decoded config: ``value`` of cty type ``type``; empty ``diagnostics`` if valid."""
+
+    value: object
+    type: cty.CtyType
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.diagnostics
+
+
+def decode(spec: Compiled, body: JValue | None) -> Decoded:
+    """Decode ``body`` (the ``config`` JSON object; None for no config) with ``spec``."""
+    state = _Decoder()
+    root = body if body is not None else JValue("object", [])
+    value, ty = state.decode_body(root, spec, ())
+    return Decoded(value, ty, tuple(state.diags))
+
+
+def encode(decoded: Decoded) -> bytes:
+    """The cty msgpack Nomad sends to SetConfig for a successfully decoded config."""
+    if not decoded.ok:
+        raise ValueError("cannot encode a config that failed to decode")
+    return cty.marshal(decoded.value, decoded.type)
+
+
+class _Decoder:
+    def __init__(self) -> None:
+        self.diags: list[Diagnostic] = []
+
+    def error(self, summary: str, detail: str, where: Source, path: Path, hint: str = "") -> None:
+        self.diags.append(Diagnostic(summary, detail, where, path, hint))
+
+    # -- bodies ---------------------------------------------------------------
+
+    def deep_props(self, body: JValue, path: Path, label: str | None) -> list[JProp]:
+        """The properties of an object, or of every object in an array."""
+        if body.kind == "null":
+            return []
+        if body.kind == "object":
+            return list(body.props)
+        if body.kind == "array":
+            props: list[JProp] = []
+            for item in body.items:
+                if item.kind == "object":
+                    props.extend(item.props)
+                elif label is not None:
+                    self.error(
+                        "Incorrect JSON value type",
+                        f"A JSON object is required here, to specify {label} labels for "
+                        "this block.",
+                        item.where,
+                        path,
+                    )
+                else:
+                    self.error(
+                        "Incorrect JSON value type",
+                        "A JSON object is required here, to define arguments and child blocks.",
+                        item.where,
+                        path,
+                    )
+            return props
+        if label is not None:
+            self.error(
+                "Incorrect JSON value type",
+                "Either a JSON object or JSON array of objects is required here, to specify "
+                f"{label} labels for this block.",
+                body.where,
+                path,
+            )
+        else:
+            self.error(
+                "Incorrect JSON value type",
+                "Either a JSON object or JSON array of objects is required here, to define "
+                "arguments and child blocks.",
+                body.where,
+                path,
+            )
+        return []
+
+    def content(self, body: JValue, schema: _Schema, path: Path) -> _Content:
+        """hcl's ``Body.Content`` for a JSON body: sort properties into the schema."""
+        props = self.deep_props(body, path, None)
+        attr_names = {name for name, _ in schema.attrs}
+        block_labels = dict(schema.blocks)
+        out = _Content({}, {}, [], body.where, path)
+        used: set[str] = set()
+        for prop in props:
+            if prop.name in attr_names:
+                if prop.name in out.attrs:
+                    first = out.attrs[prop.name].where
+                    self.error(
+                        "Duplicate argument",
+                        f"The argument {_q(prop.name)} was already set at "
+                        f"{_at(first, out.attr_paths[prop.name])}.",
+                        prop.where,
+                        (*path, prop.name),
+                    )
+                    continue
+                out.attrs[prop.name] = prop
+                out.attr_paths[prop.name] = (*path, prop.name)
+                used.add(prop.name)
+            elif prop.name in block_labels:
+                self.unpack_block(
+                    prop.value,
+                    prop.name,
+                    prop.where,
+                    block_labels[prop.name],
+                    (),
+                    (*path, prop.name),
+                    out.blocks,
+                )
+                used.add(prop.name)
+        for name, required in schema.attrs:
+            if required and name not in out.attrs:
+                self.error(
+                    "Missing required argument",
+                    f"The argument {_q(name)} is required, but no definition was found.",
+                    body.where,
+                    path,
+                )
+        # hcl tries attribute names (unused ones) before block types; Go's map order
+        # makes Nomad's choice between equally close names random, ours is sorted.
+        suggestions = sorted(n for n, _ in schema.attrs if n not in used)
+        suggestions += sorted(n for n, _ in schema.blocks)
+        for prop in props:
+            if prop.name == "//" or prop.name in used:
+                continue
+            near = _suggest(prop.name, suggestions)
+            extra = f" Did you mean {_q(near)}?" if near else ""
+            # Nomad rewrites this summary ("Extraneous JSON object property") to
+            # "Invalid label" before showing it; we show what the operator sees.
+            self.error(
+                "Invalid label",
+                f"No argument or block type is named {_q(prop.name)}.{extra}",
+                prop.where,
+                (*path, prop.name),
+            )
+        return out
+
+    def unpack_block(
+        self,
+        value: JValue,
+        type_name: str,
+        where: Source,
+        labels_left: tuple[str, ...],
+        labels: tuple[str, ...],
+        path: Path,
+        into: list[_BlockInst],
+    ) -> None:
+        if labels_left:
+            props = self.deep_props(value, path, labels_left[0])
+            if not props:
+                if value.kind in ("object", "array", "null"):
+                    self.error(
+                        "Missing block label",
+                        "At least one object property is required, whose name represents "
+                        f"the {type_name} block's {labels_left[0]}.",
+                        value.where,
+                        path,
+                    )
+                return
+            for prop in props:
+                self.unpack_block(
+                    prop.value,
+                    type_name,
+                    prop.where,
+                    labels_left[1:],
+                    (*labels, prop.name),
+                    (*path, prop.name),
+                    into,
+                )
+            return
+        if value.kind == "null":
+            return
+        if value.kind == "object":
+            into.append(_BlockInst(type_name, labels, value, value.where, path))
+            return
+        if value.kind == "array":
+            many = len(value.items) > 1
+            for i, item in enumerate(value.items):
+                into.append(
+                    _BlockInst(type_name, labels, item, item.where, (*path, i) if many else path)
+                )
+            return
+        self.error(
+            "Incorrect JSON value type",
+            "Either a JSON object or a JSON array is required, representing the contents of "
+            f"one or more {_q(type_name)} blocks.",
+            value.where,
+            path,
+        )
+
+    def decode_body(self, body: JValue, spec: Compiled, path: Path) -> TV:
+        content = self.content(body, _schema(spec), path)
+        return self.spec_value(spec, content)
+
+    # -- specs ------------------------------------------------------------------
+
+    def spec_value(self, spec: Compiled, content: _Content) -> TV:
+        if isinstance(spec, _Object):
+            values: dict[str, object] = {}
+            types: dict[str, cty.CtyType] = {}
+            for key, child in spec.attrs:
+                values[key], types[key] = self.spec_value(child, content)
+            return values, cty.Object(types)
+        if isinstance(spec, _Tuple):
+            pairs = [self.spec_value(child, content) for child in spec.elems]
+            return [v for v, _ in pairs], cty.Tuple([t for _, t in pairs])
+        if isinstance(spec, _Attr):
+            return self.attr_value(spec, content)
+        if isinstance(spec, _Literal):
+            return spec.value, spec.type
+        if isinstance(spec, _Default):
+            value, ty = self.spec_value(spec.primary, content)
+            if value is None:
+                return self.spec_value(spec.default, content)
+            return value, ty
+        if isinstance(spec, _Block):
+            return self.block_value(spec, content)
+        if isinstance(spec, _BlockList):
+            return self.block_list_value(spec, content)
+        if isinstance(spec, _BlockMap):
+            return self.block_map_value(spec, content)
+        return self.block_attrs_value(spec, content)
+
+    def attr_value(self, spec: _Attr, content: _Content) -> TV:
+        prop = content.attrs.get(spec.name)
+        if prop is None:
+            return None, spec.type
+        path = content.attr_paths[spec.name]
+        given = self.expr_value(prop.value, path)
+        if given is None:
+            return None, spec.type
+        try:
+            return convert(given[0], given[1], spec.type)
+        except ConversionError as exc:
+            hint = ""
+            if prop.value.from_hcl_object and isinstance(spec.type, cty.Map | cty.Object):
+                hint = (
+                    f"Nomad's agent configuration reads both `{spec.name} {{ ... }}` and "
+                    f"`{spec.name} = {{ ... }}` as a list holding one object, so an attribute "
+                    "of this type cannot be set from an agent file; the plugin needs a block "
+                    "in its schema"
+                )
+            self.error(
+                "Incorrect attribute value type",
+                f"Inappropriate value for attribute {_q(spec.name)}: {exc}.",
+                prop.value.where,
+                path,
+                hint,
+            )
+            return None, spec.type
+
+    def find_blocks(self, name: str, content: _Content) -> list[_BlockInst]:
+        return [b for b in content.blocks if b.type == name]
+
+    def block_value(self, spec: _Block, content: _Content) -> TV:
+        blocks = self.find_blocks(spec.name, content)
+        if len(blocks) > 1:
+            self.error(
+                f"Duplicate {spec.name} block",
+                f"Only one block of type {_q(spec.name)} is allowed. Previous definition was "
+                f"at {_at(blocks[0].where, blocks[0].path)}.",
+                blocks[1].where,
+                blocks[1].path,
+            )
+        if not blocks:
+            if spec.required:
+                self.missing_block(spec.name, content)
+            return None, implied_type(spec.nested)
+        first = blocks[0]
+        return self.decode_body(first.body, spec.nested, first.path)
+
+    def missing_block(self, name: str, content: _Content) -> None:
+        self.error(
+            f"Missing {name} block",
+            f"A block of type {_q(name)} is required here.",
+            content.where,
+            content.path,
+        )
+
+    def block_list_value(self, spec: _BlockList, content: _Content) -> TV:
+        blocks = self.find_blocks(spec.name, content)
+        elems = [self.decode_body(b.body, spec.nested, b.path) for b in blocks]
+        if len(elems) < spec.min_items:
+            self.error(
+                f"Insufficient {spec.name} blocks",
+                f"At least {spec.min_items} {_q(spec.name)} blocks are required.",
+                content.where,
+                content.path,
+            )
+        elif spec.max_items > 0 and len(elems) > spec.max_items:
+            extra = blocks[spec.max_items]
+            self.error(
+                f"Too many {spec.name} blocks",
+                f"No more than {spec.max_items} {_q(spec.name)} blocks are allowed",
+                extra.where,
+                extra.path,
+            )
+        kind = cty.Set if spec.as_set else cty.List
+        if not elems:
+            return [], kind(implied_type(spec.nested))
+        unified = _unify([t for _, t in elems])
+        if unified is None:
+            self.error(
+                f"Unconsistent argument types in {spec.name} blocks",
+                "Corresponding attributes in all blocks of this type must be the same.",
+                blocks[0].where,
+                blocks[0].path,
+            )
+            return None, kind(implied_type(spec.nested))
+        values: list[object] = []
+        for i, (value, ty) in enumerate(elems):
+            try:
+                values.append(convert(value, ty, unified)[0])
+            except ConversionError as exc:
+                self.error(
+                    f"Unconsistent argument types in {spec.name} blocks",
+                    f"Block with index {i} has inconsistent argument types: {exc}.",
+                    blocks[i].where,
+                    blocks[i].path,
+                )
+                return None, kind(implied_type(spec.nested))
+        return values, kind(unified)
+
+    def block_map_value(self, spec: _BlockMap, content: _Content) -> TV:
+        blocks = self.find_blocks(spec.name, content)
+        root: dict[str, object] = {}
+        elem_type: cty.CtyType | None = None
+        for block in blocks:
+            value, ty = self.decode_body(block.body, spec.nested, block.path)
+            target = root
+            for label in block.labels[:-1]:
+                nxt = target.setdefault(label, {})
+                assert isinstance(nxt, dict)
+                target = nxt
+            key = block.labels[-1]
+            if key in target:
+                shown = "".join(f" {_q(label)}" for label in block.labels)
+                self.error(
+                    f"Duplicate {spec.name} block",
+                    f"A block for {spec.name}{shown} was already defined. The {spec.name} "
+                    "labels must be unique.",
+                    block.where,
+                    block.path,
+                )
+                continue
+            target[key] = value
+            elem_type = elem_type or ty
+        ty_out = elem_type if elem_type is not None else implied_type(spec.nested)
+        for _ in spec.labels:
+            ty_out = cty.Map(ty_out)
+        return root, ty_out
+
+    def block_attrs_value(self, spec: _BlockAttrs, content: _Content) -> TV:
+        blocks = self.find_blocks(spec.name, content)
+        if not blocks:
+            if spec.required:
+                self.missing_block(spec.name, content)
+            return None, cty.Map(spec.elem)
+        if len(blocks) > 1:
+            self.error(
+                f"Duplicate {spec.name} block",
+                f"Only one block of type {_q(spec.name)} is allowed. Previous definition was "
+                f"at {_at(blocks[0].where, blocks[0].path)}.",
+                blocks[1].where,
+                blocks[1].path,
+            )
+        block = blocks[0]
+        if block.body.kind != "object":
+            self.error(
+                "Incorrect JSON value type",
+                "A JSON object is required here, setting the arguments for this block.",
+                block.where,
+                block.path,
+            )
+            return None, cty.Map(spec.elem)
+        values: dict[str, object] = {}
+        types: set[cty.CtyType] = set()
+        for prop in block.body.props:
+            if prop.name == "//":
+                continue
+            path = (*block.path, prop.name)
+            if prop.name in values:
+                self.error(
+                    "Duplicate attribute definition",
+                    f"The argument {_q(prop.name)} was already set.",
+                    prop.where,
+                    path,
+                )
+                continue
+            given = self.expr_value(prop.value, path)
+            if given is None:
+                continue
+            try:
+                value, ty = convert(given[0], given[1], spec.elem)
+            except ConversionError as exc:
+                self.error(
+                    "Invalid attribute value",
+                    f"Invalid value for attribute of {_q(spec.name)} block: {exc}.",
+                    prop.value.where,
+                    path,
+                )
+                continue
+            values[prop.name] = value
+            types.add(ty)
+        if len(types) > 1:
+            self.error(
+                "Invalid attribute value",
+                f"Invalid value for attribute of {_q(spec.name)} block: values must all have "
+                "the same type.",
+                block.where,
+                block.path,
+            )
+            return None, cty.Map(spec.elem)
+        return values, cty.Map(types.pop() if types else spec.elem)
+
+    # -- expressions --------------------------------------------------------------
+
+    def expr_value(self, value: JValue, path: Path) -> TV | None:
+        """A JSON value as an HCL expression; strings are templates. None on error."""
+        if value.kind == "string":
+            text = self.template(str(value.value), value.where, path)
+            return None if text is None else (text, cty.STRING)
+        if value.kind == "number":
+            return value.value, cty.NUMBER
+        if value.kind == "bool":
+            return value.value, cty.BOOL
+        if value.kind == "null":
+            return None, cty.DYNAMIC
+        if value.kind == "array":
+            items: list[object] = []
+            types: list[cty.CtyType] = []
+            ok = True
+            for i, item in enumerate(value.items):
+                got = self.expr_value(item, (*path, i))
+                if got is None:
+                    ok = False
+                    continue
+                items.append(got[0])
+                types.append(got[1])
+            return (items, cty.Tuple(types)) if ok else None
+        obj: dict[str, object] = {}
+        attr_types: dict[str, cty.CtyType] = {}
+        ok = True
+        for prop in value.props:
+            key = self.template(prop.name, prop.where, (*path, prop.name))
+            got = self.expr_value(prop.value, (*path, prop.name))
+            if key is None or got is None:
+                ok = False
+                continue
+            if key in obj:
+                self.error(
+                    "Duplicate object attribute",
+                    f"An attribute named {_q(key)} was already defined.",
+                    prop.where,
+                    (*path, key),
+                )
+                ok = False
+                continue
+            obj[key] = got[0]
+            attr_types[key] = got[1]
+        return (obj, cty.Object(attr_types)) if ok else None
+
+    def template(self, text: str, where: Source, path: Path) -> str | None:
+        """Evaluate a JSON string as Nomad does: a template with no variables.
+
+        Only literal text is supported: ``$${`` and ``%%{`` stand for ``${`` and
+        ``%{``; an interpolation or directive is reported.
+        """
+        if _TEMPLATE_START.search(text.replace("$${", "").replace("%%{", "")) is None:
+            return text.replace("$${", "${").replace("%%{", "%{")
+        self.error(
+            "Unsupported template",
+            f"The string {_q(text)} holds a template interpolation or directive; the "
+            "launcher (like a Nomad agent, which has no variables here) takes only literal "
+            'text. Write "$${" for a literal "${".',
+            where,
+            path,
+        )
+        return None
+
+
+_TEMPLATE_START: Final = re.compile(r"[$%]\{")
+
+
+# -------------------------------------------------------------- conversions
+
+
+class ConversionError(ValueError):
+    """go-cty could not convert a value; the text is go-cty's message."""
+
+
+def friendly(ty: cty.CtyType, constraint: bool = False) -> str:
+    """go-cty's ``FriendlyName`` (or ``FriendlyNameForConstraint``)."""
+    if ty is cty.DYNAMIC:
+        return "any type" if constraint else "dynamic"
+    if isinstance(ty, cty.List | cty.Set | cty.Map):
+        kind = {cty.List: "list", cty.Set: "set", cty.Map: "map"}[type(ty)]
+        if constraint and ty.elem is cty.DYNAMIC:
+            return f"{kind} of any single type"
+        return f"{kind} of {friendly(ty.elem, constraint)}"
+    if isinstance(ty, cty.Object):
+        return "object"
+    if isinstance(ty, cty.Tuple):
+        return "tuple"
+    return str(ty)
+
+
+def _is_primitive(ty: cty.CtyType) -> bool:
+    return ty in (cty.STRING, cty.NUMBER, cty.BOOL)
+
+
+def _has_dynamic(ty: cty.CtyType) -> bool:
+    if ty is cty.DYNAMIC:
+        return True
+    if isinstance(ty, cty.List | cty.Set | cty.Map):
+        return _has_dynamic(ty.elem)
+    if isinstance(ty, cty.Object):
+        return any(_has_dynamic(t) for t in ty.attrs.values())
+    if isinstance(ty, cty.Tuple):
+        return any(_has_dynamic(t) for t in ty.elems)
+    return False
+
+
+def _convertible(src: cty.CtyType, dst: cty.CtyType) -> bool:
+    """Whether go-cty has an (unsafe) conversion from ``src`` to ``dst``."""
+    if src == dst or dst is cty.DYNAMIC or src is cty.DYNAMIC:
+        return True
+    if _is_primitive(src) and _is_primitive(dst):
+        return cty.BOOL not in (src, dst) or cty.NUMBER not in (src, dst)
+    if isinstance(dst, cty.Object) and isinstance(src, cty.Object):
+        return all(
+            name in src.attrs and _convertible(src.attrs[name], aty)
+            for name, aty in dst.attrs.items()
+        )
+    if isinstance(dst, cty.Tuple) and isinstance(src, cty.Tuple):
+        return len(src.elems) == len(dst.elems) and all(
+            _convertible(s, d) for s, d in zip(src.elems, dst.elems, strict=True)
+        )
+    if isinstance(dst, cty.List | cty.Set) and isinstance(src, cty.List | cty.Set):
+        return _convertible(src.elem, dst.elem)
+    if isinstance(dst, cty.Map) and isinstance(src, cty.Map):
+        return _convertible(src.elem, dst.elem)
+    if isinstance(dst, cty.List | cty.Set) and isinstance(src, cty.Tuple):
+        return _elements_convertible(list(src.elems), dst.elem)
+    if isinstance(dst, cty.Map) and isinstance(src, cty.Object):
+        return _elements_convertible(list(src.attrs.values()), dst.elem)
+    if isinstance(dst, cty.Object) and isinstance(src, cty.Map):
+        return all(_convertible(src.elem, aty) for aty in dst.attrs.values())
+    return False
+
+
+def _elements_convertible(types: list[cty.CtyType], elem: cty.CtyType) -> bool:
+    if not types:
+        return True
+    if elem is cty.DYNAMIC:
+        unified = _unify(types)
+        if unified is None:
+            return False
+        if unified is cty.DYNAMIC:
+            return all(t is cty.DYNAMIC for t in types)
+        elem = unified
+    return all(_convertible(t, elem) for t in types)
+
+
+_PRIMITIVE_PREFERENCE: Final = (cty.STRING, cty.NUMBER, cty.BOOL)
+
+
+def _unify(types: Sequence[cty.CtyType]) -> cty.CtyType | None:
+    """A single type all ``types`` convert to (go-cty's ``unify``, for config values)."""
+    concrete = [t for t in types if t is not cty.DYNAMIC]
+    if not concrete:
+        return cty.DYNAMIC
+    first = concrete[0]
+    if all(t == first for t in concrete):
+        return first
+    if all(isinstance(t, cty.Object) for t in concrete):
+        objects = [t for t in concrete if isinstance(t, cty.Object)]
+        names = set(objects[0].attrs)
+        if any(set(o.attrs) != names for o in objects):
+            return None
+        attrs: dict[str, cty.CtyType] = {}
+        for name in names:
+            sub = _unify([o.attrs[name] for o in objects])
+            if sub is None:
+                return None
+            attrs[name] = sub
+        return cty.Object(attrs)
+    if all(isinstance(t, cty.Tuple) for t in concrete):
+        tuples = [t for t in concrete if isinstance(t, cty.Tuple)]
+        size = len(tuples[0].elems)
+        if any(len(t.elems) != size for t in tuples):
+            return None
+        elems: list[cty.CtyType] = []
+        for i in range(size):
+            sub = _unify([t.elems[i] for t in tuples])
+            if sub is None:
+                return None
+            elems.append(sub)
+        return cty.Tuple(elems)
+    for want in _PRIMITIVE_PREFERENCE:
+        if want in concrete and all(_convertible(t, want) for t in concrete):
+            return want
+    return None
+
+
+def _mismatch(got: cty.CtyType, want: cty.CtyType) -> str:
+    """go-cty's ``MismatchMessage``: why ``got`` does not convert to ``want``."""
+    if isinstance(got, cty.Object) and isinstance(want, cty.Object):
+        missing = sorted(n for n in want.attrs if n not in got.attrs)
+        if missing:
+            quoted = [_q(n) for n in missing]
+            if len(quoted) == 1:
+                return f"attribute {quoted[0]} is required"
+            if len(quoted) == 2:
+                return f"attributes {quoted[0]} and {quoted[1]} are required"
+            return f"attributes {', '.join(quoted[:-1])}, and {quoted[-1]} are required"
+        for name, wty in want.attrs.items():
+            gty = got.attrs[name]
+            if gty != wty and not _convertible(gty, wty):
+                return f"attribute {_q(name)}: {_mismatch(gty, wty)}"
+        return "incorrect object attributes"
+    collection = isinstance(want, cty.List | cty.Set | cty.Map)
+    if isinstance(got, cty.Tuple) and isinstance(want, cty.List) and want.elem is cty.DYNAMIC:
+        return "all list elements must have the same type"
+    if isinstance(got, cty.Tuple) and isinstance(want, cty.Set) and want.elem is cty.DYNAMIC:
+        return "all set elements must have the same type"
+    if isinstance(got, cty.Object) and isinstance(want, cty.Map) and want.elem is cty.DYNAMIC:
+        return "all map elements must have the same type"
+    if isinstance(got, cty.Tuple | cty.Object) and isinstance(want, cty.List | cty.Set | cty.Map):
+        if isinstance(want, cty.List | cty.Set) and not isinstance(got, cty.Tuple):
+            return friendly(want, True) + " required"
+        if isinstance(want, cty.Map) and not isinstance(got, cty.Object):
+            return friendly(want, True) + " required"
+        if isinstance(got, cty.Tuple):
+            for i, ety in enumerate(got.elems):
+                if ety != want.elem and not _convertible(ety, want.elem):
+                    return f"element {i}: {_mismatch(ety, want.elem)}"
+        elif isinstance(got, cty.Object):
+            for name, aty in got.attrs.items():
+                if aty != want.elem and not _convertible(aty, want.elem):
+                    return f"element {_q(name)}: {_mismatch(aty, want.elem)}"
+        return f"all elements must be {friendly(want.elem, True)}"
+    if collection and isinstance(got, cty.List | cty.Set | cty.Map):
+        return friendly(want, True) + " required"
+    if not _likely_confusing(got, want):
+        return f"{friendly(want)} required, but have {friendly(got)}"
+    return friendly(want, True) + " required"
+
+
+def _likely_confusing(got: cty.CtyType, want: cty.CtyType) -> bool:
+    if _is_primitive(got) != _is_primitive(want):
+        return False
+    if want is cty.STRING:
+        return False
+    if {got, want} == {cty.BOOL, cty.NUMBER}:
+        return False
+    return not (isinstance(got, cty.Tuple) and isinstance(want, cty.Object))
+
+
+_NUMBER_TEXT: Final = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z")
+
+
+def _number_text(value: object) -> str:
+    """go's ``big.Float.Text('f', -1)`` for a config number (no exponent, no trailing 0s)."""
+    if isinstance(value, bool):
+        raise TypeError("bool is not a number")
+    if isinstance(value, int):
+        return str(value)
+    number = Decimal(repr(value)) if isinstance(value, float) else Decimal(str(value))
+    return format(number.normalize(), "f")  # "-0" stays "-0", as in Go
+
+
+def convert(value: object, src: cty.CtyType, dst: cty.CtyType) -> TV:
+    """Convert like ``convert.Convert``; raise :class:`ConversionError` with go-cty's words."""
+    if src == dst or dst is cty.DYNAMIC:
+        return value, src
+    if value is None:
+        return None, dst
+    if not _convertible(src, dst):
+        raise ConversionError(_mismatch(src, dst))
+    if _is_primitive(dst):
+        return _convert_primitive(value, src, dst), dst
+    if isinstance(dst, cty.Object):
+        if not isinstance(value, Mapping):
+            raise ConversionError(_mismatch(src, dst))
+        given = dict(value)
+        out: dict[str, object] = {}
+        types: dict[str, cty.CtyType] = {}
+        for name, aty in dst.attrs.items():
+            if name not in given:
+                raise ConversionError(f"map has no element for required attribute {_q(name)}")
+            sty = src.attrs[name] if isinstance(src, cty.Object) else _elem(src)
+            out[name], types[name] = convert(given[name], sty, aty)
+        return out, cty.Object(types)
+    if isinstance(dst, cty.Tuple):
+        assert isinstance(src, cty.Tuple) and isinstance(value, list)
+        pairs = [convert(v, s, d) for v, s, d in zip(value, src.elems, dst.elems, strict=True)]
+        return [v for v, _ in pairs], cty.Tuple([t for _, t in pairs])
+    assert isinstance(dst, cty.List | cty.Set | cty.Map)
+    kind = type(dst)
+    noun = {cty.List: "list", cty.Set: "set", cty.Map: "map"}[kind]
+    if isinstance(dst, cty.Map):
+        if not isinstance(value, Mapping):
+            raise ConversionError(_mismatch(src, dst))
+        keyed = [(str(k), v, _member(src, str(k))) for k, v in value.items()]
+    else:
+        if not isinstance(value, list | tuple):
+            raise ConversionError(_mismatch(src, dst))
+        keyed = [(str(i), v, _member(src, i)) for i, v in enumerate(value)]
+    elem = dst.elem
+    if elem is cty.DYNAMIC:
+        unified = _unify([t for _, _, t in keyed])
+        if unified is None:
+            raise ConversionError(_mismatch(src, dst))
+        elem = unified
+    converted = [(k, *convert(v, t, elem)) for k, v, t in keyed]
+    actual = {t for _, v, t in converted if v is not None}
+    if len(actual) > 1:
+        what = "map" if noun == "map" else noun
+        raise ConversionError(f"element types must all match for conversion to {what}")
+    elem_out = actual.pop() if actual else elem
+    if isinstance(dst, cty.Map):
+        return {k: v for k, v, _ in converted}, cty.Map(elem_out)
+    return [v for _, v, _ in converted], kind(elem_out)
+
+
+def _elem(ty: cty.CtyType) -> cty.CtyType:
+    return ty.elem if isinstance(ty, cty.List | cty.Set | cty.Map) else cty.DYNAMIC
+
+
+def _member(ty: cty.CtyType, key: str | int) -> cty.CtyType:
+    if isinstance(ty, cty.Tuple) and isinstance(key, int):
+        return ty.elems[key]
+    if isinstance(ty, cty.Object) and isinstance(key, str):
+        return ty.attrs[key]
+    return _elem(ty)
+
+
+def _convert_primitive(value: object, src: cty.CtyType, dst: cty.CtyType) -> object:
+    if dst is cty.STRING:
+        if src is cty.NUMBER:
+            return _number_text(value)
+        if src is cty.BOOL:
+            return "true" if value else "false"
+        return value
+    text = str(value)
+    if dst is cty.NUMBER:
+        if not _NUMBER_TEXT.match(text):
+            raise ConversionError("a number is required")
+        try:
+            return cty.normalize_number(Decimal(text))
+        except (InvalidOperation, ValueError):
+            raise ConversionError("a number is required") from None
+    if text in ("true", "1"):
+        return True
+    if text in ("false", "0"):
+        return False
+    if text.lower() in ("true", "false"):
+        raise ConversionError(
+            f'a bool is required; to convert from string, use lowercase "{text.lower()}"'
+        )
+    raise ConversionError("a bool is required")
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def _q(text: str) -> str:
+    """Go's ``%q`` for the plain names that appear in messages."""
+    out = ['"']
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _at(where: Source, path: Path) -> str:
+    if where.line is not None:
+        return f"line {where.line}"
+    return cty.format_path(path) or "the top level"
+
+
+def _levenshtein(a: str, b: str) -> int:
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def _suggest(given: str, names: Iterable[str]) -> str:
+    """hcl's ``nameSuggestion``: the first name within edit distance 2."""
+    for name in names:
+        if _levenshtein(given, name) < 3:
+            return name
+    return ""

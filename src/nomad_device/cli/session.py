@@ -1,0 +1,415 @@
+"""Launching a plugin safely: signals, interruptible start-up, streams, log lines.
+
+The launcher must never leave a plugin process behind. Device plugins ignore
+SIGINT (Ctrl-C reaches the whole process group, and a Nomad agent decides when
+its plugins stop), so on Ctrl-C, SIGTERM or SIGHUP the launcher kills the
+plugin itself, the way Nomad does: Shutdown RPC, a grace period, then SIGKILL.
+A second signal during that clean-up cuts the grace period short (SIGKILL at
+once) instead of abandoning the process.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime as _dt
+import json
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from types import FrameType
+from typing import Final, Generic, TypeVar
+
+from nomad_device.cli.console import Console
+from nomad_device.cli.render import Style
+from nomad_device.goplugin.client import KillResult, PluginError
+from nomad_device.goplugin.hclog import HclogEntry
+from nomad_device.host import CallError, DevicePluginClient, Stream
+
+__all__ = [
+    "Interrupted",
+    "PluginDied",
+    "PluginError",
+    "PluginSession",
+    "SignalGuard",
+    "StreamEnded",
+    "StreamPump",
+    "display_name",
+    "format_log",
+    "resolve_command",
+]
+
+T = TypeVar("T")
+
+_HANDLED: Final = tuple(
+    s
+    for s in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+    if s is not None
+)
+_LEVEL_ORDER: Final = {"trace": 0, "debug": 1, "info": 2, "warn": 3, "error": 4}
+
+
+class Interrupted(BaseException):
+    """Ctrl-C or a termination signal; ``exit_code`` is 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class PluginDied(Exception):
+    """The plugin process ended while the launcher still needed it."""
+
+
+class SignalGuard:
+    """Turns the first SIGINT/SIGTERM/SIGHUP into :class:`Interrupted`; later ones
+    (and any during clean-up) SIGKILL the registered plugin processes at once."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.cleaning = False
+        self._pids: set[int] = set()
+        self._previous: dict[int, object] = {}
+        self._pending: BaseException | None = None
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in _HANDLED:
+            with contextlib.suppress(OSError, ValueError):
+                self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, previous in self._previous.items():
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                signal.signal(sig, previous)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    def __enter__(self) -> SignalGuard:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()
+
+    def watch(self, pid: int) -> None:
+        self._pids.add(pid)
+
+    def forget(self, pid: int) -> None:
+        self._pids.discard(pid)
+
+    def hurry(self) -> None:
+        """SIGKILL every registered plugin now."""
+        for pid in list(self._pids):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    @contextlib.contextmanager
+    def cleanup(self) -> Iterator[None]:
+        """While inside, signals no longer interrupt: they speed the clean-up up."""
+        was = self.cleaning
+        self.cleaning = True
+        try:
+            yield
+        finally:
+            self.cleaning = was
+
+    def raise_in_main(self, exc: BaseException) -> None:
+        """From another thread: make the main thread raise ``exc`` (even out of input())."""
+        self._pending = exc
+        ident = threading.main_thread().ident
+        if ident is not None and signal.SIGINT in self._previous:
+            with contextlib.suppress(OSError, ValueError):
+                signal.pthread_kill(ident, signal.SIGINT)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None and not self.cleaning:
+            raise pending
+        if self.cleaning or self.signum is not None:
+            self.hurry()
+            if self.signum is None:
+                self.signum = signum
+            return
+        self.signum = signum
+        raise Interrupted(signum)
+
+
+def resolve_command(command: Sequence[str]) -> list[str]:
+    """Make a plugin command runnable: a non-executable ``.py`` file runs with this
+    Python; a bare name not on PATH is looked for in the current directory, then
+    beside this Python (the console scripts of a venv that is not activated)."""
+    if not command:
+        raise ValueError("no plugin command")
+    first, rest = command[0], list(command[1:])
+    if first.endswith(".py") and os.path.isfile(first) and not os.access(first, os.X_OK):
+        return [sys.executable, first, *rest]
+    if os.sep not in first:
+        import shutil
+
+        if shutil.which(first) is None:
+            if os.path.isfile(first):
+                return [os.path.join(os.curdir, first), *rest]
+            # A console script installed beside this Python (an inactive venv).
+            beside = os.path.join(os.path.dirname(sys.executable), first)
+            if os.path.isfile(beside) and os.access(beside, os.X_OK):
+                return [beside, *rest]
+    return [first, *rest]
+
+
+def display_name(command: Sequence[str]) -> str:
+    """The plugin as the user named it: the script for ``python script.py``."""
+    if not command:
+        return "plugin"
+    if len(command) > 1 and os.path.basename(command[0]).startswith("python"):
+        return command[1]
+    return command[0]
+
+
+def _child_pids() -> set[int]:
+    """PIDs of this process's children (Linux /proc; empty where unavailable)."""
+    me = os.getpid()
+    found: set[int] = set()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(b")", 1)[-1].split()
+        if len(fields) > 1 and fields[1].isdigit() and int(fields[1]) == me:
+            found.add(int(name))
+    return found
+
+
+def format_log(entry: HclogEntry, name: str, style: Style) -> str:
+    """A plugin's hclog entry as one terminal line, like a Nomad agent's log."""
+    when = entry.timestamp or _dt.datetime.now().astimezone()
+    stamp = when.astimezone().isoformat(timespec="milliseconds")
+    level = entry.level.upper() if entry.level in _LEVEL_ORDER else "DEBUG"
+    tag = style.level(entry.level, f"[{level}]")
+    pad = " " * (7 - len(level) - 2)
+    module = entry.module or name
+    text = f"{stamp} {tag}{pad} {module}: {entry.message}"
+    for key, value in entry.fields.items():
+        if isinstance(value, str) and value and not any(c.isspace() for c in value):
+            shown = value
+        else:
+            shown = json.dumps(value, ensure_ascii=False, default=str)
+        text += f" {key}={shown}"
+    return text
+
+
+class StreamEnded(Exception):
+    """The plugin ended a stream (Nomad treats that as fatal for the plugin)."""
+
+
+class StreamPump(Generic[T]):
+    """Reads a :class:`Stream` on a daemon thread so the main thread can wait with
+    timeouts and still be interrupted by Ctrl-C at any moment."""
+
+    def __init__(self, stream: Stream[T], name: str) -> None:
+        self.stream = stream
+        self.name = name
+        self._queue: queue.Queue[tuple[str, object]] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=f"pump-{name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for message in self.stream:
+                self._queue.put(("message", message))
+            self._queue.put(("end", None))
+        except CallError as exc:
+            self._queue.put(("error", exc))
+        except Exception as exc:
+            self._queue.put(("error", exc))
+
+    def get(self, timeout: float | None = None) -> T:
+        """The next message; raises TimeoutError, :class:`StreamEnded` or CallError."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+            if wait <= 0:
+                raise TimeoutError(f"{self.name}: no message within {timeout:g}s")
+            try:
+                kind, value = self._queue.get(timeout=wait)
+            except queue.Empty:
+                continue
+            if kind == "message":
+                return value  # type: ignore[return-value]
+            if kind == "end":
+                raise StreamEnded(f"the plugin ended the {self.name} stream")
+            assert isinstance(value, Exception)
+            raise value
+
+    def cancel(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stream.cancel()
+
+
+class PluginSession:
+    """One plugin process launched for the launcher, with its log lines shown."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        console: Console,
+        guard: SignalGuard,
+        *,
+        start_timeout: float,
+        log_level: str = "info",
+    ) -> None:
+        self.command = list(command)
+        self.console = console
+        self.guard = guard
+        self.start_timeout = start_timeout
+        self.log_threshold = _LEVEL_ORDER.get(log_level, 2)
+        self.name = os.path.basename(display_name(self.command))
+        self.recent: collections.deque[HclogEntry] = collections.deque(maxlen=12)
+        self.client: DevicePluginClient | None = None
+        self._closed = False
+        self._quiet_logger = logging.getLogger("nomad_device.cli.plugin-relay")
+        self._quiet_logger.propagate = False
+        if not self._quiet_logger.handlers:
+            self._quiet_logger.addHandler(logging.NullHandler())
+
+    def on_log(self, entry: HclogEntry) -> None:
+        self.recent.append(entry)
+        level = entry.level if entry.level in _LEVEL_ORDER else "debug"
+        if _LEVEL_ORDER[level] >= self.log_threshold:
+            self.console.log(format_log(entry, self.name, self.console.err_style))
+
+    # -- start --------------------------------------------------------------------
+
+    def start(self) -> DevicePluginClient:
+        """Launch like a Nomad client; Ctrl-C during start-up leaves no process behind."""
+        before = _child_pids()
+        box: queue.Queue[tuple[str, object]] = queue.Queue()
+
+        def run() -> None:
+            try:
+                client = DevicePluginClient.launch(
+                    self.command,
+                    logger=self._quiet_logger,
+                    on_log=self.on_log,
+                    start_timeout=self.start_timeout,
+                )
+                box.put(("ok", client))
+            except BaseException as exc:
+                box.put(("error", exc))
+
+        thread = threading.Thread(target=run, name="plugin-launch", daemon=True)
+        thread.start()
+        try:
+            while True:
+                try:
+                    kind, value = box.get(timeout=0.2)
+                    break
+                except queue.Empty:
+                    continue
+        except BaseException:
+            with self.guard.cleanup():
+                self._abort_start(before, thread, box)
+            raise
+        if kind == "error":
+            assert isinstance(value, BaseException)
+            raise value
+        assert isinstance(value, DevicePluginClient)
+        self.client = value
+        self.guard.watch(value.process.pid)
+        return value
+
+    def _abort_start(
+        self, before: set[int], thread: threading.Thread, box: queue.Queue[tuple[str, object]]
+    ) -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for pid in _child_pids() - before:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            thread.join(0.1)
+            if not thread.is_alive():
+                break
+        with contextlib.suppress(queue.Empty):
+            kind, value = box.get_nowait()
+            if kind == "ok" and isinstance(value, DevicePluginClient):
+                value.process.kill(grace=0.5)
+
+    # -- state --------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        return self.client.process.pid if self.client is not None else None
+
+    def exit_status(self) -> int | None:
+        """The plugin's exit status if it has ended, else None."""
+        if self.client is None or self.client.process.process is None:
+            return None
+        return self.client.process.process.poll()
+
+    def describe_exit(self, status: int) -> str:
+        if status < 0:
+            try:
+                how = f"killed by {signal.Signals(-status).name}"
+            except ValueError:
+                how = f"killed by signal {-status}"
+        else:
+            how = f"exit status {status}"
+        text = f"the plugin exited unexpectedly ({how})"
+        tail = [e.message for e in self.recent if e.raw or _LEVEL_ORDER.get(e.level, 1) >= 2]
+        if tail:
+            text += "; its last output:\n" + "\n".join("  " + line for line in tail[-6:])
+        return text
+
+    def crashed(self, exc: BaseException) -> int | None:
+        """The plugin's exit status if ``exc`` came from its death, else None.
+
+        A lost connection usually means the process is going away, so the exit is
+        given a moment to be observed (and its last log lines to arrive).
+        """
+        lost = not isinstance(exc, CallError) or exc.code.name in ("UNAVAILABLE", "CANCELLED")
+        deadline = time.monotonic() + (2.0 if lost else 0.1)
+        status = self.exit_status()
+        while status is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+            status = self.exit_status()
+        if status is not None:
+            time.sleep(0.05)
+        return status
+
+    def explain(self, exc: BaseException) -> str:
+        """An operator-level sentence for a failure, naming a crashed plugin as such."""
+        status = self.crashed(exc)
+        if status is not None:
+            return self.describe_exit(status)
+        if isinstance(exc, CallError):
+            return f"{exc.method} failed: {exc.code.name}: {exc.details}"
+        return str(exc)
+
+    # -- stop -----------------------------------------------------------------------
+
+    def close(self) -> KillResult | None:
+        """Kill the plugin as Nomad does; safe to call twice; not interruptible."""
+        if self._closed or self.client is None:
+            return None
+        self._closed = True
+        with self.guard.cleanup():
+            result = self.client.kill()
+        self.guard.forget(self.client.process.pid)
+        return result

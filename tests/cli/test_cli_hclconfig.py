@@ -1,0 +1,174 @@
+"""Reading agent-style config files: plugin blocks, args, bare config, errors, the extra."""
+
+from __future__ import annotations
+
+import builtins
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nomad_device.cli import hclconfig
+from nomad_device.cli.hcldec import JValue
+
+AGENT = """
+data_dir = "/opt/nomad"
+
+client {
+  enabled = true
+}
+
+plugin "nomad-device-example" {
+  args = ["-v", "--fast"]
+  config {
+    dir = "/srv/devices"
+  }
+}
+
+plugin "other" {
+  config = {
+    dir = "/elsewhere"
+  }
+}
+"""
+
+
+def plain(value: JValue | None) -> object:
+    if value is None:
+        return None
+    if value.kind == "object":
+        return {p.name: plain(p.value) for p in value.props}
+    if value.kind == "array":
+        return [plain(i) for i in value.items]
+    return value.value
+
+
+def test_selects_the_block_named_after_the_executable() -> None:
+    agent = hclconfig.parse_agent_text(AGENT, "agent.hcl")
+    block = agent.select(["/usr/lib/nomad/plugins/nomad-device-example"], None)
+    assert block.name == "nomad-device-example"
+    assert block.args == ["-v", "--fast"]
+    assert plain(block.config) == {"dir": "/srv/devices"}
+
+
+def test_selects_by_name_and_accepts_config_as_an_attribute() -> None:
+    block = hclconfig.parse_agent_text(AGENT, "agent.hcl").select(["x"], "other")
+    assert plain(block.config) == {"dir": "/elsewhere"}
+    assert block.args is None
+
+
+def test_ambiguous_or_unknown_plugin_blocks_are_errors() -> None:
+    agent = hclconfig.parse_agent_text(AGENT, "agent.hcl")
+    with pytest.raises(hclconfig.ConfigFileError, match="choose one with --plugin-name"):
+        agent.select(["./mystery"], None)
+    with pytest.raises(hclconfig.ConfigFileError, match="no plugin block named 'nope'"):
+        agent.select(["./mystery"], "nope")
+
+
+def test_a_single_plugin_block_is_used_whatever_its_name() -> None:
+    text = 'plugin "renamed" {\n  config {\n    dir = "/x"\n  }\n}\n'
+    block = hclconfig.parse_agent_text(text).select(["./binary"], None)
+    assert plain(block.config) == {"dir": "/x"}
+
+
+def test_bare_config_block() -> None:
+    block = hclconfig.parse_agent_text('config {\n  dir = "/x"\n}\n').select(["./p"], None)
+    assert block.name is None
+    assert plain(block.config) == {"dir": "/x"}
+
+
+def test_plugin_block_without_config_means_defaults() -> None:
+    block = hclconfig.parse_agent_text('plugin "p" {\n  args = ["a"]\n}\n').select(["p"], None)
+    assert block.config is None
+    assert block.args == ["a"]
+
+
+def test_a_file_without_plugin_or_config_is_an_error() -> None:
+    with pytest.raises(hclconfig.ConfigFileError, match="neither a plugin"):
+        hclconfig.parse_agent_text('data_dir = "/x"\n', "agent.hcl").select(["p"], None)
+
+
+def test_hcl1_shapes_blocks_as_lists() -> None:
+    text = """
+    config {
+      one { a = 1 }
+      one { a = 2 }
+      obj = { b = { c = 3 } }
+      lst = [{ d = { e = 4 } }]
+      lab "x" "y" { f = 5 }
+    }
+    """
+    block = hclconfig.parse_agent_text(text).select(["p"], None)
+    assert plain(block.config) == {
+        "one": [{"a": 1}, {"a": 2}],
+        "obj": [{"b": [{"c": 3}]}],
+        "lst": [{"d": [{"e": 4}]}],
+        "lab": [{"x": [{"y": [{"f": 5}]}]}],
+    }
+
+
+def test_lines_are_kept_for_messages() -> None:
+    text = 'plugin "p" {\n  config {\n    a = 1\n    b {\n    }\n  }\n}\n'
+    config = hclconfig.parse_agent_text(text).select(["p"], None).config
+    assert config is not None
+    assert [(p.name, p.where.line) for p in config.props] == [("a", 3), ("b", 4)]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("a = b", r"agent\.hcl:3: only literal values"),
+        ('a = upper("x")', r"agent\.hcl:3: only literal values"),
+        ("a = 1 + 2", r"agent\.hcl:3: only literal values"),
+        ("a = 99999999999999999999", r"agent\.hcl:3: 99999999999999999999 does not fit"),
+        ('a = "\\q"', r"agent\.hcl:3: invalid escape sequence"),
+    ],
+)
+def test_unsupported_values_are_reported_with_file_and_line(body: str, message: str) -> None:
+    text = f'plugin "p" {{\n  config {{\n    {body}\n  }}\n}}\n'
+    with pytest.raises(hclconfig.ConfigFileError, match=message):
+        hclconfig.parse_agent_text(text, "agent.hcl")
+
+
+def test_syntax_errors_name_the_file_and_line() -> None:
+    with pytest.raises(hclconfig.ConfigFileError, match=r"agent\.hcl:3: invalid HCL"):
+        hclconfig.parse_agent_text('plugin "p" {\n  config {\n    a = = 1\n  }\n}\n', "agent.hcl")
+
+
+def test_plugin_block_keys_are_checked() -> None:
+    with pytest.raises(hclconfig.ConfigFileError, match=r"agent\.hcl:2: .*unexpected 'arg'"):
+        hclconfig.parse_agent_text('plugin "p" {\n  arg = ["x"]\n}\n', "agent.hcl")
+    with pytest.raises(hclconfig.ConfigFileError, match="args must be a list of strings"):
+        hclconfig.parse_agent_text('plugin "p" {\n  args = [1]\n}\n', "agent.hcl")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(hclconfig.ConfigFileError, match="cannot read"):
+        hclconfig.parse_agent_file(tmp_path / "nope.hcl")
+
+
+def test_json_config() -> None:
+    assert plain(hclconfig.load_json_config('{"a": [1, {"b": null}]}')) == {"a": [1, {"b": None}]}
+    with pytest.raises(hclconfig.ConfigFileError, match="must be a JSON object"):
+        hclconfig.load_json_config("[1]")
+    with pytest.raises(hclconfig.ConfigFileError, match="invalid JSON"):
+        hclconfig.load_json_config("{")
+
+
+def test_json_config_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text('{"dir": "/x"}')
+    assert plain(hclconfig.load_json_config(f"@{path}")) == {"dir": "/x"}
+
+
+def test_missing_python_hcl2_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_import = builtins.__import__
+
+    def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "hcl2" or name.startswith("hcl2."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(hclconfig.MissingExtraError, match=r"pip install 'nomad-device-sdk\[cli\]'"):
+        hclconfig.parse_agent_text("config {}\n")
