@@ -157,8 +157,8 @@ class PluginProcess:
             name="plugin-stderr",
             daemon=True,
         ).start()
-        line = _read_handshake(process, start_timeout, recent)
         try:
+            line = _read_handshake(process, start_timeout, recent)
             parsed = hs.HandshakeLine.parse(line)
             accepted = versions or [handshake.protocol_version]
             if parsed.app_version not in accepted:
