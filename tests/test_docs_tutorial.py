@@ -28,3 +28,20 @@ def test_tutorial_blocks_run(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def test_tutorial_plugin_conforms(tmp_path: Path) -> None:
+    blocks = {m["name"]: m["body"] for m in BLOCK.finditer(DOC.read_text())}
+    (tmp_path / "inventory_plugin.py").write_text(blocks["inventory_plugin.py"])
+    (tmp_path / "cards.json").write_text('[{"serial": "A1", "status": "ok", "temp_c": 40}]')
+    conformance = Path(sys.executable).with_name("nomad-device-conformance")
+    command = [sys.executable, "inventory_plugin.py"]
+    done = subprocess.run(
+        [str(conformance), "--config-json", '{"inventory": "cards.json"}', "--", *command],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "CONFORMS" in done.stdout
