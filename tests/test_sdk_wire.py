@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 import msgpack
@@ -337,3 +338,45 @@ def test_failing_stats_keep_the_stream_open(launch: Launcher) -> None:
     failures = plugin.wait_for_log(lambda e: e.message.startswith("stats() failed"))
     assert failures and failures[0].level == "error"
     assert plugin.client.health() == "SERVING"
+
+
+# -- event sources and raw streams ------------------------------------------------------
+
+WATCH_PLUGIN = TESTS / "plugins" / "watch_plugin.py"
+
+
+def test_watch_wakes_detection(launch: Launcher, tmp_path: Path) -> None:
+    from nomad_device.config import encode_config
+
+    sys.path.insert(0, str(WATCH_PLUGIN.parent))
+    try:
+        from watch_plugin import Config as WatchConfig
+    finally:
+        sys.path.pop(0)
+    plugin = launch([sys.executable, str(WATCH_PLUGIN)])
+    plugin.client.set_config(encode_config(WatchConfig(dir=str(tmp_path))))
+    with plugin.client.fingerprint() as stream:
+        assert stream.next(10)[0].devices == ()
+        (tmp_path / "gpu0").write_text("")
+        start = time.monotonic()
+        (group,) = stream.next(5)  # the period is an hour: only watch() can explain this
+        assert [d.id for d in group.devices] == ["gpu0"]
+        assert time.monotonic() - start < 2
+
+
+def test_raw_stream_that_ends_is_restarted_not_ended(launch: Launcher) -> None:
+    plugin = launch([sys.executable, str(WATCH_PLUGIN), "raw"])
+    with plugin.client.fingerprint() as stream:
+        counts = [len(stream.next(10)[0].devices) for _ in range(4)]
+    assert counts == [1, 2, 1, 2]  # ended, logged, restarted after back-off
+    ended = plugin.wait_for_log(lambda e: "fingerprint stream ended" in e.message)
+    assert ended and ended[0].level == "warn"
+
+
+def test_detection_stops_when_the_last_stream_closes(launch: Launcher) -> None:
+    plugin = launch()
+    plugin.client.set_config(_sdk_config(period_ms=20))
+    with plugin.client.fingerprint() as stream:
+        stream.next(10)
+    paused = plugin.wait_for_log(lambda e: "detection paused" in e.message)
+    assert paused and paused[0].level == "debug"

@@ -176,6 +176,7 @@ class FingerprintEngine:
             ]
 
     async def _stop(self) -> None:
+        log.debug("no Fingerprint stream left; detection paused")
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
