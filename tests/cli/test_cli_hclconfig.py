@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nomad_device.cli import hclconfig
-from nomad_device.cli.hcldec import JValue
+from nomad_device.wire.hcldec import JValue
 
 AGENT = """
 data_dir = "/opt/nomad"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nomad_device.cli import hclconfig
-from nomad_device.cli.hcldec import (
+from nomad_device.wire import cty
+from nomad_device.wire.hcldec import (
     Decoded,
     SchemaError,
     compile_spec,
@@ -13,7 +14,6 @@ from nomad_device.cli.hcldec import (
     encode,
     from_python,
 )
-from nomad_device.wire import cty
 from nomad_device.wire.hclspec import (
     Array,
     Attr,

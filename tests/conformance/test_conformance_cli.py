@@ -77,7 +77,7 @@ def test_bad_config_json_is_a_failure(capsys: pytest.CaptureFixture[str]) -> Non
     )
     out = capsys.readouterr().out
     assert code == 1
-    assert "dri: unsupported argument or block" in " ".join(out.split())
+    assert 'No argument or block type is named "dri". Did you mean "dir"?' in " ".join(out.split())
 
 
 @pytest.mark.parametrize(

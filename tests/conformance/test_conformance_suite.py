@@ -186,7 +186,10 @@ def test_required_config_is_reported_as_info_not_failure(
     result = report.result("set-config")
     assert result.status is SKIP
     assert "--config-json" in result.summary
-    assert result.evidence == ("required: dir: required attribute (string)",)
+    assert result.evidence == (
+        'required: Missing required argument: The argument "dir" is required, but no '
+        "definition was found.",
+    )
     skipped = {r.id for r in report.results if r.status is SKIP}
     assert "first-fingerprint" in skipped and "stable-ids" in skipped
     # What needs no config still ran.

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -18,6 +21,7 @@ from nomad_device.testing import (
     defaults_only_config,
 )
 from nomad_device.testing.defaults import required_settings
+from nomad_device.wire import hcldec
 from nomad_device.wire import hclspec as h
 
 
@@ -89,21 +93,23 @@ def test_go_plugin_schema_bytes() -> None:
     assert defaults_only_config(spec) == b"\x82\xa3dir\xa1.\xablist_period\xa25s"
 
 
+_ABSENT = h.Object(
+    {
+        "attr": h.Attr("attr", "list(string)"),
+        "block": h.Block("block", h.Object({"x": h.Attr("x", "string", True)})),
+        "attrs": h.BlockAttrs("attrs", "number"),
+        "list": h.BlockList("list", h.Object({"y": h.Attr("y", "number")})),
+        "set": h.BlockSet("set", h.Object({"y": h.Attr("y", "number")})),
+        "map": h.BlockMap("map", ["name"], h.Object({"y": h.Attr("y", "number")})),
+        "const": h.Literal("42"),
+        "tuple": h.Array([h.Literal('"a"'), h.Attr("z", "bool")]),
+    }
+)
+
+
 def test_absent_values_without_defaults() -> None:
-    spec = h.Object(
-        {
-            "attr": h.Attr("attr", "list(string)"),
-            "block": h.Block("block", h.Object({"x": h.Attr("x", "string", True)})),
-            "attrs": h.BlockAttrs("attrs", "number"),
-            "list": h.BlockList("list", h.Object({"y": h.Attr("y", "number")})),
-            "set": h.BlockSet("set", h.Object({"y": h.Attr("y", "number")})),
-            "map": h.BlockMap("map", ["name"], h.Object({"y": h.Attr("y", "number")})),
-            "const": h.Literal("42"),
-            "tuple": h.Array([h.Literal('"a"'), h.Attr("z", "bool")]),
-        }
-    )
     # A required attribute inside an absent optional block is not required.
-    assert _unpack(defaults_only_config(spec)) == {
+    assert _unpack(defaults_only_config(_ABSENT)) == {
         "attr": None,
         "attrs": None,
         "block": None,
@@ -130,17 +136,27 @@ def test_test_spec_defaults_are_all_null() -> None:
 @pytest.mark.parametrize(
     "spec, problem",
     [
-        (h.Object({"dir": h.Attr("dir", "string", True)}), "dir: required attribute (string)"),
-        (h.Object({"b": h.Block("b", h.Object({}), True)}), "b: required block"),
-        (h.Object({"a": h.BlockAttrs("a", "string", True)}), "a: required block"),
+        (
+            h.Object({"dir": h.Attr("dir", "string", True)}),
+            'Missing required argument: The argument "dir" is required, but no definition '
+            "was found.",
+        ),
+        (
+            h.Object({"b": h.Block("b", h.Object({}), True)}),
+            'Missing b block: A block of type "b" is required here.',
+        ),
+        (
+            h.Object({"a": h.BlockAttrs("a", "string", True)}),
+            'Missing a block: A block of type "a" is required here.',
+        ),
         (
             h.Object({"r": h.BlockList("r", h.Object({}), min_items=1)}),
-            "r: at least 1 block(s) required, got 0",
+            'Insufficient r blocks: At least 1 "r" blocks are required.',
         ),
         (
             # A Default does not make its primary optional: hcldec still insists.
             h.Object({"d": h.Default(h.Attr("d", "string", True), h.Literal('"x"'))}),
-            "d: required attribute (string)",
+            'Missing required argument: The argument "d" is required, but no definition was found.',
         ),
     ],
 )
@@ -182,14 +198,96 @@ def test_config_from_json_rejects_what_the_agent_rejects() -> None:
     with pytest.raises(ConfigBodyError) as raised:
         config_from_json(spec, {"cont": 1, "limits": {"max_op": 2}, "rules": [{}]})
     assert not isinstance(raised.value, ConfigRequired)
+    # hcldec's diagnostics, as Nomad words them, each after the key path it concerns.
     assert set(raised.value.problems) == {
-        "cont: unsupported argument or block",
-        "limits.max_op: unsupported argument or block",
-        "rules[0].match: required attribute (string)",
+        'cont: Invalid label: No argument or block type is named "cont". Did you mean "count"?',
+        "limits.max_op: Invalid label: No argument or block type is named "
+        '"max_op". Did you mean "max_ops"?',
+        'rules: Missing required argument: The argument "match" is required, but no '
+        "definition was found.",
     }
     with pytest.raises(ConfigBodyError, match="not valid JSON"):
         config_from_json(spec, "{nope")
     with pytest.raises(ConfigBodyError, match="must be an object"):
         config_from_json(spec, "[1]")
-    with pytest.raises(ConfigBodyError, match="expected"):
+    with pytest.raises(ConfigBodyError, match="a number is required"):
         config_from_json(spec, {"count": "many"})
+    with pytest.raises(ConfigBodyError, match="NaN is not a JSON number"):
+        config_from_json(spec, '{"count": NaN}')
+    with pytest.raises(ConfigBodyError, match="cannot use timedelta as JSON config"):
+        config_from_json(spec, {"period": timedelta(seconds=1)})
+
+
+def test_too_few_blocks_is_a_requirement() -> None:
+    spec = h.Object({"r": h.BlockList("r", h.Object({"m": h.Attr("m", "string")}), min_items=2)})
+    assert required_settings(spec) == ['Insufficient r blocks: At least 2 "r" blocks are required.']
+    with pytest.raises(ConfigRequired):
+        config_from_json(spec, {"r": [{"m": "a"}]})
+    assert _unpack(config_from_json(spec, {"r": [{"m": "a"}, {"m": 1}]})) == {
+        "r": [{"m": "a"}, {"m": "1"}]
+    }
+
+
+def test_json_numbers_are_read_exactly() -> None:
+    spec = h.Object({"n": h.Attr("n", "number"), "s": h.Attr("s", "string")})
+    # Decimal, not float: the string keeps every digit, as Nomad's big.Float does.
+    data = config_from_json(spec, '{"n": 0.1, "s": 0.10000000000000000000001}')
+    assert _unpack(data) == {"n": "0.1", "s": "0.10000000000000000000001"}
+
+
+# -- the same decoder as the launcher --------------------------------------------
+
+
+def _plugin_config(name: str) -> type:
+    """The ``Config`` dataclass of a test plugin under tests/plugins/."""
+    path = Path(__file__).resolve().parents[1] / "plugins" / f"{name}.py"
+    module_name = f"_defaults_test_{name}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    config: type = module.Config
+    return config
+
+
+def _schemas() -> dict[str, h.Spec]:
+    from nomad_device.plugins.example.plugin import CONFIG_SPEC
+
+    return {
+        "example plugin": CONFIG_SPEC,
+        "sdk test plugin": config_spec(_plugin_config("sdk_plugin")),
+        "config test plugin": config_spec(_plugin_config("config_plugin")),
+        "everything": config_spec(Everything),
+        "TEST_SPEC": TEST_SPEC,
+        "absent values": _ABSENT,
+        "any default": h.Object(
+            {"extra": h.Default(h.Attr("extra", "any"), h.Literal('{k = [1, "x"]}'))}
+        ),
+        "literals": h.Object(
+            {
+                "a": h.Default(h.Attr("a", "number"), h.Literal("0.1")),
+                "b": h.Default(h.Attr("b", "list(number)"), h.Literal("[1, 2.5]")),
+                "c": h.Default(h.Attr("c", "map(string)"), h.Literal('{x = "y"}')),
+                "d": h.Default(h.Attr("d", "bool"), h.Literal("true")),
+                "e": h.Array([h.Literal('"x"'), h.Literal("[1, 2]")]),
+            }
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(_schemas()))
+def test_defaults_only_config_is_what_hcldec_encodes(name: str) -> None:
+    spec = _schemas()[name]
+    expected = hcldec.encode(hcldec.decode(hcldec.compile_spec(spec), None))
+    assert defaults_only_config(spec) == expected
+
+
+def test_plugin_defaults_match_the_sdk_encoder() -> None:
+    # An anchor independent of hcldec: the SDK's own encoder of the default config.
+    from nomad_device.plugins.example.plugin import CONFIG_SPEC, ExampleConfig
+
+    assert defaults_only_config(CONFIG_SPEC) == encode_config(ExampleConfig())
+    for name in ("sdk_plugin", "config_plugin"):
+        config = _plugin_config(name)
+        assert defaults_only_config(config_spec(config)) == encode_config(config())

@@ -22,7 +22,6 @@ from typing import Any, Final
 
 from nomad_device.cli import hclconfig, nomadjson, render
 from nomad_device.cli.console import Console
-from nomad_device.cli.hcldec import Decoded, JValue, SchemaError, compile_spec, decode, encode
 from nomad_device.cli.session import (
     PluginError,
     PluginSession,
@@ -35,6 +34,7 @@ from nomad_device.constants import DEVICE_API_VERSION
 from nomad_device.host import CallError, DevicePluginClient
 from nomad_device.model import DeviceGroup, PluginInfo
 from nomad_device.wire import cty, hclspec
+from nomad_device.wire.hcldec import Decoded, JValue, SchemaError, compile_spec, decode, encode
 
 __all__ = ["App", "Failure", "Opened", "Options"]
 

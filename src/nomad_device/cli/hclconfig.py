@@ -13,7 +13,7 @@ The agent reads this with HCL 1 into Go maps, where every object -- a nested
 block or an ``= { ... }`` value -- becomes a *list holding one map*, repeated
 blocks add to that list, and labelled blocks nest one list per label. That
 structure, written as JSON, is what the plugin's schema is decoded against
-(:mod:`nomad_device.cli.hcldec`). This module parses the file with python-hcl2
+(:mod:`nomad_device.wire.hcldec`). This module parses the file with python-hcl2
 (the ``cli`` extra) and rebuilds that structure with line numbers, so errors can
 point at the file.
 
@@ -31,7 +31,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from nomad_device.cli.hcldec import JProp, JValue, Source, from_python
+from nomad_device.wire.hcldec import JProp, JValue, Source, from_python
 
 if TYPE_CHECKING:
     from types import ModuleType

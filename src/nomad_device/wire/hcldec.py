@@ -17,7 +17,8 @@ encoded with the value's own type. This module reproduces the last three steps:
 - :func:`encode` writes the decoded value with :func:`~nomad_device.wire.cty.marshal`.
 
 Diagnostics keep HCL's summary and detail texts, which Nomad prints as
-``summary: detail``. The front end that reads files lives in ``hclconfig``.
+``summary: detail``. The front end that reads agent files and ``--config-json``
+text is :mod:`nomad_device.cli.hclconfig`.
 """
 
 from __future__ import annotations
