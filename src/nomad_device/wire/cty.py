@@ -41,6 +41,8 @@ from typing import Final, NoReturn, TypeAlias, cast
 
 import msgpack
 
+from nomad_device.golang import quote as go_quote
+
 __all__ = [
     "BOOL",
     "DYNAMIC",
@@ -1047,38 +1049,6 @@ def _ordered_set(value: object, ty: Set, path: Path) -> list[tuple[object, objec
     return unique
 
 
-def _go_quote(s: str) -> str:
-    """Go's ``%q`` / ``strconv.Quote`` of a string."""
-    out = ['"']
-    for ch in s:
-        code = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == " " or (code >= 0x20 and unicodedata.category(ch)[0] in "LMNPS"):
-            out.append(ch)
-        elif ch in _GO_QUOTE_SHORT:
-            out.append(_GO_QUOTE_SHORT[ch])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
-
-
-_GO_QUOTE_SHORT: Final = {
-    "\a": "\\a",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\v": "\\v",
-}
-
-
 def _hash_text(value: object, ty: CtyType, path: Path) -> str:
     """The text cty hashes a set element with (``makeSetHashBytes``)."""
     if value is None:
@@ -1090,11 +1060,10 @@ def _hash_text(value: object, ty: CtyType, path: Path) -> str:
     if ty is BOOL:
         return "T" if value else "F"
     if ty is STRING:
-        return _go_quote(_nfc(cast(str, value), path))
+        return go_quote(_nfc(cast(str, value), path))
     if isinstance(ty, Map):
         inner = "".join(
-            f"{_go_quote(k)}:{_hash_text(v, ty.elem, path)};"
-            for k, v in _map_items(value, ty, path)
+            f"{go_quote(k)}:{_hash_text(v, ty.elem, path)};" for k, v in _map_items(value, ty, path)
         )
         return "{" + inner + "}"
     if isinstance(ty, List):
