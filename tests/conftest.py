@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +18,7 @@ from nomad_device.host import DevicePluginClient
 
 TESTS = Path(__file__).parent
 SDK_PLUGIN = TESTS / "plugins" / "sdk_plugin.py"
+INTEROP = TESTS.parent / "interop"
 
 
 class Launched:
@@ -60,3 +64,29 @@ def launch() -> Iterator[Launcher]:
     yield _launch
     for client in started:
         client.kill()
+
+
+@pytest.fixture(scope="session")
+def interop_bin() -> Path:
+    """Build the Go host and Go plugin once per session; the directory holding them.
+
+    Without Go the interop tests are skipped, except in CI (``CI=true``), where a
+    missing Go is a failure.
+    """
+    if shutil.which("go") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("'go' is not on PATH: CI must run the interop tests (install Go 1.26+)")
+        pytest.skip("'go' is not on PATH: the interop tests need Go 1.26+ to build interop/")
+    result = subprocess.run(
+        ["bash", str(INTEROP / "build.sh")],
+        env=dict(os.environ, PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if result.returncode != 0:
+        pytest.fail(
+            f"interop/build.sh failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
+    return INTEROP / "bin"

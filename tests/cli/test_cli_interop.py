@@ -7,17 +7,12 @@ except in CI (``CI=true``), where a missing Go is a failure.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from launcher_support import (
-    ROOT,
     Terminal,
     cli_env,
     run_cli,
@@ -27,8 +22,6 @@ from launcher_support import (
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(900)]
 
-BUILD_SCRIPT = ROOT / "interop" / "build.sh"
-
 
 @pytest.fixture
 def terminal() -> Iterator[type[Terminal]]:
@@ -37,26 +30,8 @@ def terminal() -> Iterator[type[Terminal]]:
 
 
 @pytest.fixture(scope="module")
-def goplugin() -> str:
-    if shutil.which("go") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("'go' is not on PATH: CI must run the interop tests")
-        pytest.skip("'go' is not on PATH: building interop/ needs Go")
-    if not BUILD_SCRIPT.is_file():
-        pytest.fail(f"{BUILD_SCRIPT} is missing")
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
-        env=dict(os.environ, PYTHON=sys.executable),
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.fail(f"interop/build.sh failed:\n{result.stdout}\n{result.stderr}")
-    binary = ROOT / "interop" / "bin" / "goplugin"
-    assert binary.is_file()
-    return str(binary)
+def goplugin(interop_bin: Path) -> str:
+    return str(interop_bin / "goplugin")
 
 
 @pytest.fixture

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,22 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def goplugin() -> str:
-    if shutil.which("go") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("'go' is not on PATH: CI must run the interop tests (install Go 1.26+)")
-        pytest.skip("'go' is not on PATH: the interop tests need Go to build interop/")
-    done = subprocess.run(
-        ["bash", str(ROOT / "interop" / "build.sh")],
-        env=dict(os.environ, PYTHON=sys.executable),
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.fail(f"interop/build.sh failed:\n{done.stdout}\n{done.stderr}")
-    return str(ROOT / "interop" / "bin" / "goplugin")
+def goplugin(interop_bin: Path) -> str:
+    return str(interop_bin / "goplugin")
 
 
 def test_go_plugin_conforms(goplugin: str, tmp_path: Path) -> None:

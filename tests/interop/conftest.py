@@ -7,10 +7,7 @@ except in CI (``CI=true``), where a missing Go is a failure.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,40 +15,13 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = ROOT / "interop" / "build.sh"
-BIN = ROOT / "interop" / "bin"
 SDK_PLUGIN = ROOT / "tests" / "plugins" / "sdk_plugin.py"
 
-#: The whole build: Go module downloads on a cold cache take a while.
-BUILD_TIMEOUT = 900
 #: One Go host run, launch to report.
 HOST_TIMEOUT = 120
 
 Report = dict[str, Any]
 GoHost = Callable[..., Report]
-
-
-@pytest.fixture(scope="session")
-def interop_bin() -> Path:
-    """Build gohost and goplugin (once per session); the directory holding them."""
-    if shutil.which("go") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("'go' is not on PATH: CI must run the interop tests (install Go 1.26+)")
-        pytest.skip("'go' is not on PATH: the interop tests need Go 1.26+ to build interop/")
-    env = dict(os.environ, PYTHON=sys.executable)
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.fail(
-            f"interop/build.sh failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
-        )
-    return BIN
 
 
 @pytest.fixture
