@@ -380,3 +380,38 @@ def test_detection_stops_when_the_last_stream_closes(launch: Launcher) -> None:
         stream.next(10)
     paused = plugin.wait_for_log(lambda e: "detection paused" in e.message)
     assert paused and paused[0].level == "debug"
+
+
+def test_stats_conversion_round_trips_every_value_kind() -> None:
+    """Zero-valued wrappers stay present; nested objects and timestamps survive."""
+    import datetime as dt
+
+    from nomad_device.model import DeviceGroupStats, DeviceStats, StatObject, StatValue
+    from nomad_device.proto import device_pb2
+    from nomad_device.wire import convert
+
+    now = dt.datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=dt.UTC)
+    zero = StatValue(
+        float_numerator=0.0,
+        float_denominator=0.0,
+        int_numerator=0,
+        int_denominator=0,
+        string_value="",
+        bool_value=False,
+        unit="u",
+        desc="d",
+    )
+    group = DeviceGroupStats(
+        "v",
+        "t",
+        "n",
+        {
+            "a": DeviceStats(zero, StatObject({"x": zero}, {"deep": StatObject({"y": zero})}), now),
+            "b": DeviceStats(None, None, now),
+        },
+    )
+    response = device_pb2.StatsResponse()
+    convert.group_stats_to_proto(group, into=response.groups.add())
+    wire = device_pb2.StatsResponse.FromString(response.SerializeToString())
+    assert wire.groups[0].instance_stats["a"].summary.HasField("int_numerator_val")
+    assert convert.group_stats_from_proto(wire.groups[0]) == group

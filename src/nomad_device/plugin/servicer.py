@@ -176,7 +176,10 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
         stream = resilient(lambda: self.plugin.stats_stream(interval), "stats stream")
         async for groups in stream:
             kept = valid_stats(groups, self._stats_problems)
-            yield device_pb2.StatsResponse(groups=[convert.group_stats_to_proto(g) for g in kept])
+            response = device_pb2.StatsResponse()
+            for group in kept:
+                convert.group_stats_to_proto(group, into=response.groups.add())
+            yield response
 
 
 async def register(plugin: DevicePlugin[Any], server: grpc.aio.Server) -> None:

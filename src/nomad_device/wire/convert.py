@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from google.protobuf import wrappers_pb2
-
 from nomad_device.model import (
     Attribute,
     Device,
@@ -128,20 +126,29 @@ def reservation_from_proto(pb: device_pb2.ContainerReservation) -> Reservation:
 
 
 def stat_value_to_proto(v: StatValue) -> stats_pb2.StatValue:
-    pb = stats_pb2.StatValue(unit=v.unit, desc=v.desc)
-    if v.float_numerator is not None:
-        pb.float_numerator_val.CopyFrom(wrappers_pb2.DoubleValue(value=v.float_numerator))
-    if v.float_denominator is not None:
-        pb.float_denominator_val.CopyFrom(wrappers_pb2.DoubleValue(value=v.float_denominator))
-    if v.int_numerator is not None:
-        pb.int_numerator_val.CopyFrom(wrappers_pb2.Int64Value(value=v.int_numerator))
-    if v.int_denominator is not None:
-        pb.int_denominator_val.CopyFrom(wrappers_pb2.Int64Value(value=v.int_denominator))
-    if v.string_value is not None:
-        pb.string_val.CopyFrom(wrappers_pb2.StringValue(value=v.string_value))
-    if v.bool_value is not None:
-        pb.bool_val.CopyFrom(wrappers_pb2.BoolValue(value=v.bool_value))
+    pb = stats_pb2.StatValue()
+    _fill_stat_value(pb, v)
     return pb
+
+
+def _fill_stat_value(pb: stats_pb2.StatValue, v: StatValue) -> None:
+    # Filled in place: a node with many devices makes many of these, and
+    # building temporaries to copy from costs more than the encoding itself.
+    pb.unit = v.unit
+    pb.desc = v.desc
+    if v.float_numerator is not None:
+        pb.float_numerator_val.value = v.float_numerator
+    if v.float_denominator is not None:
+        pb.float_denominator_val.value = v.float_denominator
+    if v.int_numerator is not None:
+        pb.int_numerator_val.value = v.int_numerator
+    if v.int_denominator is not None:
+        pb.int_denominator_val.value = v.int_denominator
+    if v.string_value is not None:
+        pb.string_val.value = v.string_value
+    if v.bool_value is not None:
+        pb.bool_val.value = v.bool_value
+    # (Assigning a wrapper's value marks it present even when it is zero.)
 
 
 def stat_value_from_proto(pb: stats_pb2.StatValue) -> StatValue:
@@ -163,11 +170,11 @@ def stat_value_from_proto(pb: stats_pb2.StatValue) -> StatValue:
     )
 
 
-def _stat_object_to_proto(obj: StatObject) -> stats_pb2.StatObject:
-    return stats_pb2.StatObject(
-        attributes={k: stat_value_to_proto(v) for k, v in obj.attributes.items()},
-        nested={k: _stat_object_to_proto(v) for k, v in obj.nested.items()},
-    )
+def _fill_stat_object(pb: stats_pb2.StatObject, obj: StatObject) -> None:
+    for key, value in obj.attributes.items():
+        _fill_stat_value(pb.attributes[key], value)
+    for key, nested in obj.nested.items():
+        _fill_stat_object(pb.nested[key], nested)
 
 
 def _stat_object_from_proto(pb: stats_pb2.StatObject) -> StatObject:
@@ -177,14 +184,20 @@ def _stat_object_from_proto(pb: stats_pb2.StatObject) -> StatObject:
     )
 
 
-def _device_stats_to_proto(s: DeviceStats) -> device_pb2.DeviceStats:
-    pb = device_pb2.DeviceStats()
+def _fill_device_stats(
+    pb: device_pb2.DeviceStats, s: DeviceStats, stamps: dict[_dt.datetime, tuple[int, int]]
+) -> None:
     if s.summary is not None:
-        pb.summary.CopyFrom(stat_value_to_proto(s.summary))
+        _fill_stat_value(pb.summary, s.summary)
     if s.stats is not None:
-        pb.stats.CopyFrom(_stat_object_to_proto(s.stats))
-    pb.timestamp.FromDatetime(s.timestamp.astimezone(_dt.UTC))
-    return pb
+        _fill_stat_object(pb.stats, s.stats)
+    # Devices collected together share a timestamp: convert it once.
+    stamp = stamps.get(s.timestamp)
+    if stamp is None:
+        pb.timestamp.FromDatetime(s.timestamp.astimezone(_dt.UTC))
+        stamps[s.timestamp] = (pb.timestamp.seconds, pb.timestamp.nanos)
+    else:
+        pb.timestamp.seconds, pb.timestamp.nanos = stamp
 
 
 def _device_stats_from_proto(pb: device_pb2.DeviceStats) -> DeviceStats:
@@ -195,13 +208,16 @@ def _device_stats_from_proto(pb: device_pb2.DeviceStats) -> DeviceStats:
     )
 
 
-def group_stats_to_proto(g: DeviceGroupStats) -> device_pb2.DeviceGroupStats:
-    return device_pb2.DeviceGroupStats(
-        vendor=g.vendor,
-        type=g.type,
-        name=g.name,
-        instance_stats={k: _device_stats_to_proto(v) for k, v in g.instance_stats.items()},
-    )
+def group_stats_to_proto(
+    g: DeviceGroupStats, into: device_pb2.DeviceGroupStats | None = None
+) -> device_pb2.DeviceGroupStats:
+    """Convert; with ``into`` (e.g. ``response.groups.add()``) fill it in place."""
+    pb = device_pb2.DeviceGroupStats() if into is None else into
+    pb.vendor, pb.type, pb.name = g.vendor, g.type, g.name
+    stamps: dict[_dt.datetime, tuple[int, int]] = {}
+    for key, stats in g.instance_stats.items():
+        _fill_device_stats(pb.instance_stats[key], stats, stamps)
+    return pb
 
 
 def group_stats_from_proto(pb: device_pb2.DeviceGroupStats) -> DeviceGroupStats:
