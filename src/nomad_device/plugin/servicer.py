@@ -148,9 +148,10 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
         await self._configured(context)
         async for groups in resilient(self.plugin.fingerprint_stream, "fingerprint stream"):
             kept = valid_groups(groups, self._fp_problems)
-            yield device_pb2.FingerprintResponse(
-                device_group=[convert.group_to_proto(g) for g in kept]
-            )
+            response = device_pb2.FingerprintResponse()
+            for group in kept:
+                convert.group_to_proto(group, into=response.device_group.add())
+            yield response
 
     async def Reserve(
         self, request: device_pb2.ReserveRequest, context: Context

@@ -61,26 +61,20 @@ def attribute_from_proto(pb: attribute_pb2.Attribute) -> Attribute:
     return Attribute(pb.string_val, pb.unit)
 
 
-def group_to_proto(group: DeviceGroup) -> device_pb2.DeviceGroup:
-    return device_pb2.DeviceGroup(
-        vendor=group.vendor,
-        device_type=group.type,
-        device_name=group.name,
-        devices=[
-            device_pb2.DetectedDevice(
-                ID=d.id,
-                healthy=d.healthy,
-                health_description=d.health_description,
-                hw_locality=(
-                    device_pb2.DeviceLocality(pci_bus_id=d.pci_bus_id)
-                    if d.pci_bus_id is not None
-                    else None
-                ),
-            )
-            for d in group.devices
-        ],
-        attributes={k: attribute_to_proto(v) for k, v in group.attributes.items()},
-    )
+def group_to_proto(
+    group: DeviceGroup, into: device_pb2.DeviceGroup | None = None
+) -> device_pb2.DeviceGroup:
+    """Convert; with ``into`` (e.g. ``response.device_group.add()``) fill it in place."""
+    pb = device_pb2.DeviceGroup() if into is None else into
+    pb.vendor, pb.device_type, pb.device_name = group.vendor, group.type, group.name
+    add = pb.devices.add
+    for d in group.devices:
+        device = add(ID=d.id, healthy=d.healthy, health_description=d.health_description)
+        if d.pci_bus_id is not None:
+            device.hw_locality.pci_bus_id = d.pci_bus_id
+    for key, attr in group.attributes.items():
+        pb.attributes[key].CopyFrom(attribute_to_proto(attr))
+    return pb
 
 
 def group_from_proto(pb: device_pb2.DeviceGroup) -> DeviceGroup:
