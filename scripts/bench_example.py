@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import grpc
 from google.protobuf import duration_pb2
 
 from nomad_device.config import encode_config
@@ -71,20 +70,17 @@ def populate(root: Path, count: int) -> None:
 
 
 def first_stats(client: DevicePluginClient) -> None:
-    """Wait for the first Stats message on a channel without gRPC's 4 MiB receive cap.
+    """Wait for the first Stats message as raw protobuf (no conversion to model objects).
 
-    go-plugin's client lifts that cap (MaxCallRecvMsgSize(math.MaxInt32)), and
+    The host client's channel has no message-size cap, as go-plugin's has none:
     100,000 devices' stats take about 21 MB.
     """
-    config = client.reattach_config
-    target = f"unix:{config.address}" if config.network == "unix" else config.address
-    with grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", -1)]) as ch:
-        request = device_pb2.StatsRequest(collection_interval=duration_pb2.Duration(seconds=3600))
-        call: Any = device_pb2_grpc.DevicePluginStub(ch).Stats(request, timeout=300)
-        try:
-            next(call)
-        finally:
-            call.cancel()
+    request = device_pb2.StatsRequest(collection_interval=duration_pb2.Duration(seconds=3600))
+    call: Any = device_pb2_grpc.DevicePluginStub(client.process.channel).Stats(request, timeout=300)
+    try:
+        next(call)
+    finally:
+        call.cancel()
 
 
 @dataclass
