@@ -64,7 +64,12 @@ class Stream(Generic[T]):
             raise CallError.wrap(self._method, exc) from None
 
     def next(self, timeout: float) -> T:
-        """The next message within ``timeout`` seconds, else TimeoutError."""
+        """The next message within ``timeout`` seconds.
+
+        On timeout the stream is cancelled (so nothing is left reading in the
+        background) and TimeoutError is raised: for a Fingerprint stream that is
+        how a test says "still open, nothing new".
+        """
         import concurrent.futures
 
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
