@@ -151,14 +151,15 @@ class PluginProcess:
             raise PluginError(f"cannot start plugin {command[0]!r}: {exc}") from exc
 
         recent: collections.deque[str] = collections.deque(maxlen=20)
-        threading.Thread(
+        relay = threading.Thread(
             target=_relay_stderr,
             args=(process, logger, on_log, recent),
             name="plugin-stderr",
             daemon=True,
-        ).start()
+        )
+        relay.start()
         try:
-            line = _read_handshake(process, start_timeout, recent)
+            line = _read_handshake(process, start_timeout, recent, relay)
             parsed = hs.HandshakeLine.parse(line)
             accepted = versions or [handshake.protocol_version]
             if parsed.app_version not in accepted:
@@ -329,7 +330,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _read_handshake(
-    process: subprocess.Popen[bytes], timeout: float, recent: collections.deque[str]
+    process: subprocess.Popen[bytes],
+    timeout: float,
+    recent: collections.deque[str],
+    relay: threading.Thread,
 ) -> str:
     result: list[str] = []
     done = threading.Event()
@@ -351,7 +355,7 @@ def _read_handshake(
     line = result[0]
     if not line.strip():
         code = process.wait(5)
-        time.sleep(0.05)  # let the stderr relay catch the last lines
+        relay.join(2)  # the relay ends at EOF: then ``recent`` holds the last lines
         tail = "\n".join(recent)
         raise PluginError(
             f"plugin exited before we could connect (exit status {code})"
