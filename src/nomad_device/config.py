@@ -29,6 +29,7 @@ Field mapping:
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 import types
@@ -64,14 +65,14 @@ class ConfigError(ValueError):
 # ----------------------------------------------------------------- converters
 
 
-class _Conv:
+class _Conv(abc.ABC):
     """Maps one Python annotation to a cty type and converts decoded values to it."""
 
-    def type_expr(self) -> str:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def type_expr(self) -> str: ...
 
-    def decode(self, value: object, path: cty.Path) -> object:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def decode(self, value: object, path: cty.Path) -> object: ...
 
     def to_plain(self, value: object) -> object:
         """Python value -> the plain value that HCL/cty holds (for defaults, encoding)."""
