@@ -353,3 +353,13 @@ def test_crash_while_loading_the_author_module_is_hclog() -> None:
     assert entries[-1].level == "error"
     assert "config file missing" in entries[-1].message
     assert "RuntimeError" in str(entries[-1].fields["traceback"])
+
+
+def test_private_socket_dir_is_removed_on_exit(launch: Launcher) -> None:
+    plugin = launch()
+    socket_path = plugin.client.reattach_config.address
+    private_dir = os.path.dirname(socket_path)
+    assert os.path.isdir(private_dir)
+    assert plugin.client.kill().outcome == "graceful"
+    assert not os.path.exists(socket_path)
+    assert not os.path.exists(private_dir)
