@@ -1,0 +1,77 @@
+"""Imports only point down the layers described in docs/architecture.md."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "nomad_device"
+
+# What each top-level unit of the package may import (besides itself).
+BASE = {"model", "errors", "golang", "proto"}
+ALLOWED: dict[str, set[str]] = {
+    "proto": set(),
+    "model": set(),
+    "errors": set(),
+    "golang": set(),
+    "goplugin": {"proto"},
+    "wire": {"model", "proto", "golang"},
+    "config": {"wire", "golang"},
+    "constants": {"goplugin"},
+    "host": BASE | {"goplugin", "wire", "config", "constants"},
+    "plugin": BASE | {"goplugin", "wire", "config", "constants"},
+    "testing": BASE | {"goplugin", "wire", "config", "constants", "host", "plugin"},
+    "plugins": BASE | {"wire", "config", "constants", "plugin"},
+    # The launcher is the top: it drives plugins through the host client and its
+    # demo uses the example plugin's bundled directory.
+    "cli": BASE
+    | {"goplugin", "wire", "config", "constants", "host", "plugin", "testing", "plugins"},
+    "nomad_device": {"errors", "model", "plugin"},
+}
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "nomad_device"
+
+
+def _imports() -> dict[str, set[tuple[str, str]]]:
+    found: dict[str, set[tuple[str, str]]] = {}
+    for path in SRC.rglob("*.py"):
+        module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+        unit = _unit(module.removesuffix(".__init__"))
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                if name.startswith("nomad_device") and _unit(name) != unit:
+                    found.setdefault(unit, set()).add((_unit(name), str(path.relative_to(SRC))))
+    return found
+
+
+def test_every_unit_is_known() -> None:
+    units = {p.stem if p.is_file() else p.name for p in SRC.iterdir() if p.name != "py.typed"}
+    units.discard("__init__")
+    units.discard("__pycache__")
+    assert units <= set(ALLOWED), units - set(ALLOWED)
+
+
+def test_imports_point_down() -> None:
+    wrong = [
+        f"{where} ({unit}) imports {target}"
+        for unit, edges in _imports().items()
+        for target, where in sorted(edges)
+        if target not in ALLOWED[unit]
+    ]
+    assert wrong == []
+
+
+def test_transport_knows_no_nomad() -> None:
+    """goplugin/ is reusable for any go-plugin host: no Nomad cookie, env or services."""
+    for path in (SRC / "goplugin").glob("*.py"):
+        text = path.read_text()
+        for word in ("NOMAD_", "hashicorp.nomad", "DevicePlugin", "BasePlugin", "e4327c2e"):
+            assert word not in text, f"{path.name} mentions {word}"
