@@ -638,7 +638,7 @@ def test_marshal_matches_go_cty(tmp_path: Path) -> None:
         if os.environ.get("CI") == "true":
             pytest.fail("go is required in CI for the go-cty cross-check")
         pytest.skip("go is not installed")
-    version = os.environ.get("NOMAD_DEVICE_GO_CTY_VERSION", "latest")
+    version = os.environ.get("NOMAD_DEVICE_GO_CTY_VERSION", "v1.20.0")
     env = {**os.environ, "GOFLAGS": "-mod=mod", "GOWORK": "off"}
     (tmp_path / "main.go").write_text(_GO_CHECKER)
 
