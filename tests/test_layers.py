@@ -15,17 +15,29 @@ ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "golang": set(),
     "goplugin": {"proto"},
+    # Event sources (inotify, kernel uevents) know nothing of Nomad, like goplugin/.
+    "sources": set(),
     "wire": {"model", "proto", "golang"},
     "config": {"wire", "golang"},
     "constants": {"goplugin"},
     "host": BASE | {"goplugin", "wire", "config", "constants"},
-    "plugin": BASE | {"goplugin", "wire", "config", "constants"},
+    "plugin": BASE | {"goplugin", "wire", "config", "constants", "sources"},
     "testing": BASE | {"goplugin", "wire", "config", "constants", "host", "plugin"},
-    "plugins": BASE | {"wire", "config", "constants", "plugin"},
+    "plugins": BASE | {"wire", "config", "constants", "plugin", "sources"},
     # The launcher is the top: it drives plugins through the host client and its
     # demo uses the example plugin's bundled directory.
     "cli": BASE
-    | {"goplugin", "wire", "config", "constants", "host", "plugin", "testing", "plugins"},
+    | {
+        "goplugin",
+        "wire",
+        "config",
+        "constants",
+        "host",
+        "plugin",
+        "testing",
+        "plugins",
+        "sources",
+    },
     "nomad_device": {"errors", "model", "plugin"},
 }
 
