@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -42,9 +44,11 @@ __all__ = [
     "ConfigFileError",
     "MissingExtraError",
     "PluginBlock",
+    "block_names",
     "load_json_config",
     "parse_agent_file",
     "parse_agent_text",
+    "plugin_file",
 ]
 
 CLI_EXTRA_HINT: Final = "pip install 'nomad-device-sdk[cli]'"
@@ -94,9 +98,9 @@ class AgentFile:
     plugins: list[PluginBlock] = field(default_factory=list)
     bare: PluginBlock | None = None
 
-    def select(self, command: list[str], wanted: str | None) -> PluginBlock:
-        """The block for a plugin: by ``wanted`` name, else the executable's file name
-        (as Nomad matches ``plugin "<file>"``), else the only one there is."""
+    def select(self, command: Sequence[str], wanted: str | None) -> PluginBlock:
+        """The block for a plugin: by ``wanted`` name, else by the plugin's file name
+        (see :func:`block_names`), else the only one there is."""
         if wanted is not None:
             for block in self.plugins:
                 if block.name == wanted:
@@ -106,16 +110,18 @@ class AgentFile:
                 f"{self.origin}: no plugin block named {wanted!r} (found: {known})"
             )
         if self.plugins:
-            base = os.path.basename(command[0]) if command else ""
-            for block in self.plugins:
-                if block.name == base:
-                    return block
+            candidates = block_names(command)
+            for name in candidates:
+                for block in self.plugins:
+                    if block.name == name:
+                        return block
             if len(self.plugins) == 1 and self.bare is None:
                 return self.plugins[0]
             names = ", ".join(repr(b.name) for b in self.plugins)
+            looked = " or ".join(repr(n) for n in candidates) or "the plugin's file"
             raise ConfigFileError(
                 f"{self.origin}: several plugin blocks ({names}) and none is named after "
-                f"{base!r}; choose one with --plugin-name"
+                f"{looked}; choose one with --plugin-name"
             )
         if self.bare is not None:
             return self.bare
@@ -123,6 +129,56 @@ class AgentFile:
             f'{self.origin}: found neither a plugin "<name>" {{ ... }} block nor a '
             "config { ... } block"
         )
+
+
+#: Interpreters whose first operand is the plugin's own file (``python3 plugin.py``).
+_INTERPRETER_RE: Final = re.compile(r"(python|pypy)[0-9.]*(\.exe)?")
+
+
+def plugin_file(command: Sequence[str]) -> str:
+    """The name of the plugin's own file in ``command``, as it would lie in ``plugin_dir``.
+
+    That is the executable's file name, except for a script run by an interpreter
+    (``python3 license_seats.py``, as the launcher runs a ``.py`` file that is not
+    executable): then it is the script's, and for ``python3 -m pkg.plugin`` the
+    module's. Empty when there is no command.
+    """
+    if not command:
+        return ""
+    first = os.path.basename(command[0])
+    if _INTERPRETER_RE.fullmatch(first):
+        rest = list(command[1:])
+        while rest:
+            arg = rest.pop(0)
+            if arg == "-m" and rest:
+                return rest[0]
+            if arg in ("-c", "-"):
+                break
+            if arg in ("-X", "-W") and rest:
+                rest.pop(0)  # an option's own value
+                continue
+            if not arg.startswith("-"):
+                return os.path.basename(arg)
+    return first
+
+
+def block_names(command: Sequence[str]) -> list[str]:
+    """The ``plugin "<name>"`` labels that name this command's plugin, best first.
+
+    Nomad matches a block to the file name in ``plugin_dir`` (less ``.exe``). A
+    Python script may be installed there as ``foo.py`` or, more often, as
+    ``foo``: so for ``foo.py`` a block ``"foo.py"`` is looked for first, then
+    ``"foo"``.
+    """
+    name = plugin_file(command)
+    if not name:
+        return []
+    if name.endswith(".exe") and len(name) > 4:
+        name = name.removesuffix(".exe")
+    names = [name]
+    if name.endswith(".py") and len(name) > 3:
+        names.append(name.removesuffix(".py"))
+    return names
 
 
 def parse_agent_file(path: str | os.PathLike[str]) -> AgentFile:
