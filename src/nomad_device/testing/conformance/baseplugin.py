@@ -8,8 +8,9 @@ accepts the config the agent decodes for it.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nomad_device.constants import DEVICE_API_VERSION, PLUGIN_TYPE_DEVICE
@@ -131,6 +132,11 @@ def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: flo
                 f"the given JSON config does not fit the schema: {exc}",
             )
             return None
+    elif suite.config_block is not None:
+        label = _block_label(suite)
+        data = _encode_block(suite, spec, label)
+        if data is None:
+            return None
     else:
         try:
             data = defaults.defaults_only_config(spec)
@@ -138,8 +144,8 @@ def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: flo
             suite.put(
                 "set-config",
                 Status.SKIP,
-                "info: the plugin needs operator config to run; pass --config-json "
-                "(or --config-msgpack-hex) to check the rest",
+                f"the plugin needs operator config to run: {_required(exc.settings)}; pass "
+                "--config agent.hcl or --config-json to check the rest",
                 [f"required: {p}" for p in exc.problems],
             )
             return None
@@ -161,6 +167,51 @@ def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: flo
             return None
     suite.put("set-config", Status.PASS, f"{label} accepted (twice)", evidence)
     return data
+
+
+def _required(settings: Sequence[str]) -> str:
+    names = [f"'{name}'" for name in settings]
+    if len(names) == 1:
+        return f"{names[0]} is required and has no default"
+    return f"{', '.join(names[:-1])} and {names[-1]} are required and have no default"
+
+
+def _block_label(suite: Suite) -> str:
+    block = suite.config_block
+    assert block is not None
+    origin = os.fspath(suite.options.config_file or "the agent file")
+    where = f'plugin "{block.name}" in {origin}' if block.name else origin
+    return f"the config from {where}"
+
+
+def _encode_block(suite: Suite, spec: Any, label: str) -> bytes | None:
+    """The bytes a Nomad agent sends for the agent file's block (None when it would refuse)."""
+    from nomad_device.wire import cty, hcldec
+
+    block = suite.config_block
+    assert block is not None
+    origin = os.fspath(suite.options.config_file or "config")
+    try:
+        compiled = hcldec.compile_spec(spec)
+    except hcldec.SchemaError as exc:
+        suite.put("set-config", Status.FAIL, f"the schema cannot decode a config: {exc}")
+        return None
+    decoded = hcldec.decode(compiled, block.config)
+    if not decoded.ok:
+        problems = [d.render(origin) for d in decoded.diagnostics]
+        suite.put(
+            "set-config",
+            Status.FAIL,
+            f"{label} does not fit the schema ({len(problems)} problem(s)); a Nomad agent "
+            "would refuse to start",
+            problems,
+        )
+        return None
+    try:
+        return hcldec.encode(decoded)
+    except (cty.CtyEncodeError, ValueError) as exc:
+        suite.put("set-config", Status.FAIL, f"{label} does not encode: {exc}")
+        return None
 
 
 def _literal_problems(spec: Any) -> Iterable[str]:

@@ -21,9 +21,11 @@ order; the checks themselves live with their family (:mod:`.transport`,
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from google.protobuf import duration_pb2
 
@@ -54,6 +56,9 @@ from nomad_device.testing.conformance.report import ConformanceReport
 from nomad_device.testing.conformance.streams import StreamWatch
 from nomad_device.testing.conformance.suite import Suite, SuiteOptions
 
+if TYPE_CHECKING:
+    from nomad_device.wire.agentfile import PluginBlock
+
 __all__ = ["SuiteOptions", "run_conformance"]
 
 #: The checks that need a configured plugin.
@@ -75,7 +80,9 @@ def run_conformance(
     """Run every check against the plugin started by ``command``."""
     if not command:
         raise ValueError("no plugin command given")
-    suite = Suite(list(command), options or SuiteOptions())
+    options = options or SuiteOptions()
+    argv, block = _agent_config(list(command), options)
+    suite = Suite(argv, options, block)
     began = time.monotonic()
     with ThreadPoolExecutor(1, thread_name_prefix="conformance-cookie") as pool:
         cookie = pool.submit(transport.cookie_refusal, suite)
@@ -92,6 +99,26 @@ def run_conformance(
         plugin_name=suite.plugin_name,
         plugin_version=suite.plugin_version,
     )
+
+
+def _agent_config(
+    command: list[str], options: SuiteOptions
+) -> tuple[list[str], PluginBlock | None]:
+    """Read ``config_file`` before anything starts: the plugin's block, and the command
+    with the block's ``args`` when the command gives none (as the launcher does).
+
+    Raises :class:`~nomad_device.wire.agentfile.ConfigFileError` (a ValueError) for a
+    file that cannot be read or has no block for the plugin, and
+    :class:`~nomad_device.wire.agentfile.MissingExtraError` without python-hcl2.
+    """
+    if options.config_file is None or options.config is not None or options.config_json:
+        return command, None
+    from nomad_device.wire import agentfile
+
+    block = agentfile.parse_agent_file(options.config_file).select(command, options.plugin_name)
+    if block.args and os.path.basename(command[-1]) == agentfile.plugin_file(command):
+        command = [*command, *block.args]
+    return command, block
 
 
 def _main_launch(suite: Suite) -> None:

@@ -8,6 +8,7 @@ so a family can state the most specific finding first and a fallback after it.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from nomad_device.testing.conformance.checks import CheckResult, Status, check
 
 if TYPE_CHECKING:
     from nomad_device.testing.conformance.launch import Launch
+    from nomad_device.wire.agentfile import PluginBlock
 
 __all__ = ["Suite", "SuiteOptions", "excerpt", "seconds"]
 
@@ -25,9 +27,14 @@ __all__ = ["Suite", "SuiteOptions", "excerpt", "seconds"]
 class SuiteOptions:
     """How to run the suite.
 
-    ``config`` (raw msgpack) or ``config_json`` (a config body) replaces the
-    defaults-only config. ``timeout`` bounds the first fingerprint and every
-    call; ``open_window`` is how long the streams are watched.
+    The plugin's config, instead of the defaults-only config Nomad sends without
+    a ``config`` block, is one of: ``config`` (raw msgpack, sent as it is),
+    ``config_json`` (a config body as a mapping or JSON text), or
+    ``config_file`` (an agent's HCL file, read as the launcher reads it: the
+    ``plugin`` block named after the plugin's file, or ``plugin_name``'s, or
+    a bare ``config { }``; its ``args`` are added when the command has none).
+    ``timeout`` bounds the first fingerprint and every call; ``open_window`` is
+    how long the streams are watched.
     """
 
     config: bytes | None = None
@@ -37,14 +44,23 @@ class SuiteOptions:
     open_window: float = 3.0
     env: Mapping[str, str] | None = None
     cwd: str | None = None
+    config_file: str | os.PathLike[str] | None = None
+    plugin_name: str | None = None
 
 
 class Suite:
     """The state of one run, shared by the families of checks."""
 
-    def __init__(self, command: list[str], options: SuiteOptions) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        options: SuiteOptions,
+        config_block: PluginBlock | None = None,
+    ) -> None:
         self.command = command
         self.options = options
+        #: The agent file's block for the plugin (``config_file``), read before any launch.
+        self.config_block = config_block
         self.results: dict[str, CheckResult] = {}
         self.launches: list[Launch] = []
         self._lock = threading.Lock()
