@@ -221,3 +221,16 @@ def test_strict_passes_a_complete_run(capsys: pytest.CaptureFixture[str]) -> Non
     assert code == 0, out
     assert out.rstrip().endswith("0 skipped in " + out.rstrip().split(" skipped in ")[1])
     assert out.rstrip().endswith("-- CONFORMS")
+
+
+def test_an_hcl_syntax_error_is_a_usage_error_in_plain_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = tmp_path / "agent.hcl"
+    agent.write_text('plugin "needs_config" {\n  config {\n    dir = "/srv\n  }\n}\n')
+    with pytest.raises(SystemExit) as exited:
+        main(["--config", str(agent), "--", *_fixture("needs_config")])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f'{agent}:3: invalid HCL: unterminated string: the closing " is missing' in err
+    assert "Token" not in err

@@ -200,9 +200,11 @@ def parse_agent_text(text: str, origin: str = "<config>") -> AgentFile:
     try:
         tree = api.parses_to_tree(text)
     except Exception as exc:  # lark raises many error types; all mean "bad syntax"
-        raise ConfigFileError(
-            f"{origin}:{_error_line(exc)}: invalid HCL: {_first_line(exc)}"
-        ) from None
+        from nomad_device.wire.hclsyntax import explain
+
+        line, problem = explain(exc, text)
+        where = str(line) if line is not None else "?"
+        raise ConfigFileError(f"{origin}:{where}: invalid HCL: {problem}") from None
     return _Reader(origin).agent_file(tree)
 
 
@@ -226,16 +228,6 @@ def load_json_config(text: str, origin: str = "--config-json") -> JValue:
 
 def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON number")
-
-
-def _error_line(exc: Exception) -> str:
-    line = getattr(exc, "line", None)
-    return str(line) if isinstance(line, int) and line > 0 else "?"
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 # ------------------------------------------------------------------ tree walk
