@@ -111,7 +111,9 @@ def _agent_config(
     file that cannot be read or has no block for the plugin, and
     :class:`~nomad_device.wire.agentfile.MissingExtraError` without python-hcl2.
     """
-    if options.config_file is None or options.config is not None or options.config_json:
+    if options.config_file is None or options.config is not None:
+        return command, None
+    if options.config_json is not None:  # the more specific option wins, as for config
         return command, None
     from nomad_device.wire import agentfile
 
