@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from typing import Final, TextIO
 
 from nomad_device.cli.console import Console
+from nomad_device.cli.parsing import parse_count as _count
+from nomad_device.cli.parsing import parse_interval
+from nomad_device.cli.parsing import parse_interval as _seconds
 from nomad_device.cli.render import Style, color_wanted
 from nomad_device.cli.session import Interrupted, SignalGuard, resolve_command
 
@@ -57,36 +60,6 @@ examples:
   nomad-device-launcher ./my-plugin            (interactive session)
   nomad-device-launcher demo
 """
-
-
-def parse_interval(text: str) -> float:
-    """Seconds from ``1.5`` or a Go duration such as ``500ms``/``2s``/``1m``."""
-    try:
-        value = float(text)
-    except ValueError:
-        from nomad_device.golang import GoDurationError, parse_duration
-
-        try:
-            value = parse_duration(text) / 1e9
-        except GoDurationError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix("time: ")) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
-def _seconds(text: str) -> float:
-    return parse_interval(text)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("count must be 0 (no limit) or more")
-    return value
 
 
 def _common(suppress: bool) -> argparse.ArgumentParser:
