@@ -302,3 +302,65 @@ def test_close_hook_runs_once_in_the_in_process_harness() -> None:
         h.set_config({"dir": str(TESTS)})
     h.close()
     assert closed == ["closed"]
+
+
+# -- author mistakes in the engine's own inputs (in-process) ---------------------------
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no __str__ for you")
+
+
+def test_unprintable_detect_errors_still_turn_devices_unhealthy() -> None:
+    from nomad_device import Device, DeviceGroup, DevicePlugin
+    from nomad_device.testing import InProcessHarness
+
+    class Flaky(DevicePlugin[None]):
+        name = "flaky"
+        fingerprint_period = 0.05
+        detect_grace_period = 0.2
+        calls = 0
+
+        def detect(self) -> list[DeviceGroup]:
+            self.calls += 1
+            if self.calls > 1:
+                raise _Unprintable()
+            return [DeviceGroup("t", "t", "t", (Device("d0"),))]
+
+    with InProcessHarness(Flaky()) as h, h.fingerprint() as stream:
+        assert stream.next(10)[0].devices[0].healthy
+        (group,) = stream.next(10)
+        assert group.devices[0].healthy is False
+        assert group.devices[0].health_description == (
+            "detect() failing: <_Unprintable that cannot be printed>"
+        )
+
+
+def test_garbage_tunables_are_logged_once_and_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from nomad_device import Device, DeviceGroup, DevicePlugin
+    from nomad_device.testing import InProcessHarness
+
+    class Sloppy(DevicePlugin[None]):
+        name = "sloppy"
+        fingerprint_period = 0.05
+        rescan_settle = "fast"  # type: ignore[assignment]
+        slow_call_seconds = None  # type: ignore[assignment]
+        calls = 0
+
+        def detect(self) -> list[DeviceGroup]:
+            self.calls += 1
+            return [DeviceGroup("t", "t", "t", (Device(f"d{self.calls // 3}"),))]
+
+    caplog.set_level(logging.ERROR)
+    with InProcessHarness(Sloppy()) as h, h.fingerprint() as stream:
+        for _ in range(3):
+            stream.next(10)
+            h.plugin.rescan()
+    complaints = [r.getMessage() for r in caplog.records if "non-negative number" in r.getMessage()]
+    assert sorted(complaints) == [
+        "rescan_settle = 'fast' is not a non-negative number; using 0.02",
+        "slow_call_seconds = None is not a non-negative number; using 10",
+    ]

@@ -116,6 +116,8 @@ async def _serve(config: ServeConfig, capture: StdioCapture | None) -> int:
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_log_loop_exception)
     stop = asyncio.Event()
+    # Before the handshake: a host may signal as soon as it has read it.
+    _install_signal_handlers(loop, stop)
 
     version = hs.negotiate_version(os.environ.get(hs.ENV_PROTOCOL_VERSIONS), config.versions.keys())
     server = build_server(config.grpc_options)
@@ -131,7 +133,6 @@ async def _serve(config: ServeConfig, capture: StdioCapture | None) -> int:
                 "plugin address", extra={"network": listener.network, "address": listener.address}
             )
             _write_handshake(capture, line.render())
-            _install_signal_handlers(loop, stop)
             await stop.wait()
             log.debug("stopping plugin server")
             await server.stop(STOP_GRACE_SECONDS)

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from nomad_device.model import DeviceGroup, DeviceGroupStats, PluginInfo, Reservation
-from nomad_device.plugin.calls import AuthorCalls, calls_of, slow_after
+from nomad_device.plugin.calls import AuthorCalls, calls_of, describe, slow_after, tunable
 
 if TYPE_CHECKING:
     from nomad_device.plugin.engine import FingerprintEngine
@@ -161,9 +161,8 @@ class DevicePlugin(Generic[ConfigT]):
         failures = 0
         while True:
             try:
-                groups = await calls.call(
-                    "stats", self.stats, slow_after=slow_after(self.slow_call_seconds, interval)
-                )
+                limit = slow_after(tunable(self, "slow_call_seconds"), interval)
+                groups = await calls.call("stats", self.stats, slow_after=limit)
                 failures = 0
             except asyncio.CancelledError:
                 raise
@@ -171,7 +170,10 @@ class DevicePlugin(Generic[ConfigT]):
                 failures += 1
                 if failures == 1 or failures % 60 == 0:
                     logging.getLogger("nomad_device.stats").error(
-                        "stats() failed: %s", exc, exc_info=exc, extra={"failures": failures}
+                        "stats() failed: %s",
+                        describe(exc),
+                        exc_info=exc,
+                        extra={"failures": failures},
                     )
                 groups = []
             if groups:

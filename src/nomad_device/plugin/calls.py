@@ -34,13 +34,22 @@ import concurrent.futures
 import contextlib
 import inspect
 import logging
+import math
 import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar, cast
 
-__all__ = ["POOL_SIZES", "AuthorCalls", "call_author", "calls_of", "slow_after"]
+__all__ = [
+    "POOL_SIZES",
+    "AuthorCalls",
+    "call_author",
+    "calls_of",
+    "describe",
+    "slow_after",
+    "tunable",
+]
 
 log = logging.getLogger("nomad_device.calls")
 
@@ -230,6 +239,42 @@ class AuthorCalls:
             pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
             pool.shutdown()
+
+
+def describe(exc: BaseException) -> str:
+    """``str(exc)``, even for an author's exception whose ``__str__`` is broken."""
+    try:
+        return str(exc)
+    except Exception:
+        return f"<{type(exc).__name__} that cannot be printed>"
+
+
+#: Default values of the plugin's tunables, used when an author sets one to garbage.
+_TUNABLES: Final = {
+    "fingerprint_period": 5.0,
+    "rescan_settle": 0.02,
+    "detect_grace_period": 30.0,
+    "slow_call_seconds": 10.0,
+}
+
+
+def tunable(plugin: object, name: str) -> float:
+    """A plugin's numeric setting; a value that is not a number is logged and ignored."""
+    value = getattr(plugin, name, None)
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        number = math.nan
+    if math.isnan(number) or number < 0:
+        fallback = _TUNABLES[name]
+        if (type(plugin), name) not in _complained:  # once, not every period
+            _complained.add((type(plugin), name))
+            log.error("%s = %r is not a non-negative number; using %g", name, value, fallback)
+        return fallback
+    return number
+
+
+_complained: set[tuple[type, str]] = set()
 
 
 def calls_of(owner: object) -> AuthorCalls:

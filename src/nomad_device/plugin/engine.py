@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from nomad_device.model import DeviceGroup, DeviceGroupStats
-from nomad_device.plugin.calls import calls_of, slow_after
+from nomad_device.plugin.calls import calls_of, describe, slow_after, tunable
 
 if TYPE_CHECKING:
     from nomad_device.plugin.base import DevicePlugin
@@ -153,7 +153,7 @@ async def resilient(factory: Callable[[], AsyncIterator[T]], what: str) -> Async
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.error("%s failed: %s", what, exc, exc_info=exc)
+            log.error("%s failed: %s", what, describe(exc), exc_info=exc)
         failures += 1
         await asyncio.sleep(backoff_delay(failures))
 
@@ -280,12 +280,12 @@ class FingerprintEngine:
     async def _detect_once(self) -> float:
         """One ``detect()``: publish what it found (or what its failure means); the next delay."""
         plugin = self._plugin
-        period = max(0.01, float(plugin.fingerprint_period))
+        period = max(0.01, tunable(plugin, "fingerprint_period"))
         try:
             found = await self._calls.call(
                 "detect",
                 plugin.detect,
-                slow_after=slow_after(plugin.slow_call_seconds, period),
+                slow_after=slow_after(tunable(plugin, "slow_call_seconds"), period),
             )
             groups = valid_groups(found, self._problems)
         except asyncio.CancelledError:
@@ -310,10 +310,10 @@ class FingerprintEngine:
             self._failures = 0
         self._failures += 1
         failing = now - self._failing_since
-        grace = float(self._plugin.detect_grace_period)
+        grace = tunable(self._plugin, "detect_grace_period")
         log.error(
             "detect() failed; keeping the last known devices: %s",
-            exc,
+            describe(exc),
             exc_info=exc,
             extra={"failures": self._failures, "failing_s": round(failing, 3)},
         )
@@ -330,7 +330,8 @@ class FingerprintEngine:
                     sum(len(g.devices) for g in self._good),
                 )
                 self._reported_unhealthy = True
-            await self._publish(_unhealthy(self._good, printable(f"detect() failing: {exc}")))
+            reason = printable(f"detect() failing: {describe(exc)}")
+            await self._publish(_unhealthy(self._good, reason))
         delay = min(backoff_delay(self._failures), max(1.0, period))
         if failing < grace:
             # Retry when the grace period ends, so the devices turn unhealthy on time.
@@ -342,15 +343,22 @@ class FingerprintEngine:
         assert wake is not None
         while True:
             wake.clear()
-            delay = await self._detect_once()
+            try:
+                delay = await self._detect_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug here must not stop detection for good
+                log.error("detection loop failed: %s", describe(exc), exc_info=exc)
+                delay = BACKOFF_START
             woken = False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), delay)
                 woken = True
-            settle = float(self._plugin.rescan_settle)
-            if woken and settle > 0:
-                # Let a burst of events finish: one detect() for all of them.
-                await asyncio.sleep(settle)
+            if woken:
+                settle = tunable(self._plugin, "rescan_settle")
+                if settle > 0:
+                    # Let a burst of events finish: one detect() for all of them.
+                    await asyncio.sleep(settle)
 
     async def _watch_loop(self) -> None:
         watch = self._plugin.watch
@@ -368,7 +376,9 @@ class FingerprintEngine:
             except Exception as exc:
                 failures += 1
                 delay = backoff_delay(failures)
-                log.error("watch() failed; restarting it in %gs: %s", delay, exc, exc_info=exc)
+                log.error(
+                    "watch() failed; restarting it in %gs: %s", delay, describe(exc), exc_info=exc
+                )
                 await asyncio.sleep(delay)
 
     async def _watch_in_thread(self, watch: Callable[[], object]) -> None:

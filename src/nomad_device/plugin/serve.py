@@ -13,7 +13,7 @@ from nomad_device.goplugin.hclog import install_early_excepthook
 from nomad_device.goplugin.server import ServeConfig
 from nomad_device.goplugin.server import serve as serve_goplugin
 from nomad_device.plugin.base import DevicePlugin
-from nomad_device.plugin.calls import calls_of
+from nomad_device.plugin.calls import calls_of, describe
 from nomad_device.plugin.servicer import register
 
 __all__ = ["CLOSE_TIMEOUT", "close_plugin", "serve"]
@@ -44,7 +44,7 @@ async def close_plugin(plugin: DevicePlugin[Any], timeout: float = CLOSE_TIMEOUT
     except TimeoutError:
         log.warning("close() did not return within %gs; exiting without it", timeout)
     except Exception as exc:
-        log.error("close() failed: %s", exc, exc_info=exc)
+        log.error("close() failed: %s", describe(exc), exc_info=exc)
 
 
 def serve(plugin: type[DevicePlugin[Any]] | DevicePlugin[Any]) -> NoReturn:

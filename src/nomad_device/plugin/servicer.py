@@ -25,7 +25,7 @@ from nomad_device.constants import DEVICE_API_VERSION, PLUGIN_TYPE_DEVICE
 from nomad_device.errors import DevicePluginError
 from nomad_device.model import PluginInfo, Reservation
 from nomad_device.plugin.base import DevicePlugin
-from nomad_device.plugin.calls import calls_of, slow_after
+from nomad_device.plugin.calls import calls_of, describe, slow_after, tunable
 from nomad_device.plugin.engine import (
     FingerprintEngine,
     ProblemLog,
@@ -72,11 +72,12 @@ def _is_refusal(exc: BaseException) -> bool:
 def status_for(exc: BaseException, what: str) -> tuple[grpc.StatusCode, str]:
     """The status and message for an exception from ``what``; logs the unexpected ones."""
     if isinstance(exc, DevicePluginError):
-        return getattr(grpc.StatusCode, exc.code), printable(exc.message, MAX_DETAILS)
+        return getattr(grpc.StatusCode, exc.code), printable(str(exc.message), MAX_DETAILS)
     if _is_refusal(exc):
-        return grpc.StatusCode.INVALID_ARGUMENT, printable(str(exc), MAX_DETAILS)
-    log.error("%s failed: %s", what, exc, exc_info=exc)
-    text = str(exc) if isinstance(exc, _BadOutput) else f"{type(exc).__name__}: {exc}"
+        return grpc.StatusCode.INVALID_ARGUMENT, printable(describe(exc), MAX_DETAILS)
+    message = describe(exc)
+    log.error("%s failed: %s", what, message, exc_info=exc)
+    text = message if isinstance(exc, _BadOutput) else f"{type(exc).__name__}: {message}"
     return grpc.StatusCode.INTERNAL, printable(f"{what} failed: {text}", MAX_DETAILS)
 
 
@@ -265,7 +266,7 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
                 "reserve",
                 plugin.reserve,
                 ids,
-                slow_after=slow_after(plugin.slow_call_seconds),
+                slow_after=slow_after(tunable(plugin, "slow_call_seconds")),
             )
             return _reservation_to_proto(reservation)
 
