@@ -121,10 +121,6 @@ def _mapping_problems(
     return good, problems
 
 
-def _plain_text(value: object) -> bool:
-    return type(value) is str and value.isascii()
-
-
 def _frozen_map(items: Mapping[K, V] | None) -> Mapping[K, V]:
     return MappingProxyType(dict(items or {}))
 
@@ -360,30 +356,31 @@ class StatValue:
     unit: str = ""
     desc: str = ""
 
-    def validate(self) -> list[str]:
-        if "_fine" in self.__dict__:
-            return []  # checked before: it is immutable, and plugins reuse unchanged values
+    def _fine(self) -> bool:
+        """The common case, checked cheaply: a node may report 100,000 of these a second."""
         fn, fd, i_n, i_d = (
             self.float_numerator,
             self.float_denominator,
             self.int_numerator,
             self.int_denominator,
         )
-        if (
-            # The common case, kept cheap: a node may report 100,000 of these a second.
+        text, unit, desc = self.string_value, self.unit, self.desc
+        return bool(
             # (x - x is 0.0 for a finite float, NaN otherwise.)
             (fn is None or (type(fn) is float and fn - fn == 0.0))
             and (fd is None or (type(fd) is float and fd - fd == 0.0))
             and (i_n is None or (type(i_n) is int and INT64_MIN <= i_n <= INT64_MAX))
             and (i_d is None or (type(i_d) is int and INT64_MIN <= i_d <= INT64_MAX))
-            and (self.string_value is None or _plain_text(self.string_value))
+            and (text is None or (type(text) is str and text.isascii()))
             and (self.bool_value is None or type(self.bool_value) is bool)
-            and type(self.unit) is str
-            and self.unit.isascii()
-            and type(self.desc) is str
-            and self.desc.isascii()
-        ):
-            object.__setattr__(self, "_fine", True)
+            and type(unit) is str
+            and unit.isascii()
+            and type(desc) is str
+            and desc.isascii()
+        )
+
+    def validate(self) -> list[str]:
+        if self._fine():
             return []
         problems: list[str] = []
         for what, number in (
@@ -431,7 +428,7 @@ class StatObject:
 
     def _fine(self, depth: int) -> bool:
         """The common case, checked without building messages (and remembered)."""
-        known = self.__dict__.get("_fine_below")
+        known = self.__dict__.get("_checked_below")
         if known is not None:
             return bool(depth <= known)
         if depth >= MAX_STATS_DEPTH:
@@ -442,7 +439,7 @@ class StatObject:
         for key, value in attributes.items():
             if not (type(key) is str and type(value) is StatValue and key.isascii()):
                 return False
-            if value.validate():
+            if not value._fine():
                 return False
         for key, obj in nested.items():
             if not (type(key) is str and type(obj) is StatObject and key.isascii()):
@@ -450,7 +447,7 @@ class StatObject:
             if not obj._fine(depth + 1):
                 return False
         # Fine at this depth and any shallower one.
-        object.__setattr__(self, "_fine_below", depth)
+        self.__dict__["_checked_below"] = depth
         return True
 
     def validate(self, depth: int = 0) -> list[str]:
@@ -564,7 +561,7 @@ class DeviceGroupStats:
             if type(key) is str and key and key.isascii() and type(stats) is DeviceStats:
                 summary, tree, stamp = stats.summary, stats.stats, stats.timestamp
                 if (
-                    (summary is None or (type(summary) is StatValue and not summary.validate()))
+                    (summary is None or (type(summary) is StatValue and summary._fine()))
                     and (tree is None or (type(tree) is StatObject and tree._fine(0)))
                     and type(stamp) is _dt.datetime
                     and (stamp.tzinfo is utc or stamp in checked)
