@@ -312,7 +312,10 @@ class FingerprintEngine:
         failing = now - self._failing_since
         grace = tunable(self._plugin, "detect_grace_period")
         log.error(
-            "detect() failed; keeping the last known devices: %s",
+            "detect() failed; %s: %s",
+            "its devices are reported unhealthy"
+            if failing >= grace and self._good
+            else "keeping the last known devices",
             describe(exc),
             exc_info=exc,
             extra={"failures": self._failures, "failing_s": round(failing, 3)},
