@@ -100,6 +100,9 @@ def _precompile(site: Path) -> None:
     """
     compileall.compile_dir(
         str(site),
+        # A fixed name instead of the staging path keeps builds reproducible
+        # (equal inputs, equal key); the import system puts the real path back.
+        ddir="bundle",
         quiet=2,
         invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
         workers=1,

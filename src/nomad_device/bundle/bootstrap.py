@@ -172,7 +172,8 @@ def candidates() -> "list[str]":
         roots.append(os.path.join(runtime, MODULE))
     # Predictable, in a world-writable directory: used only if _safe() proves
     # that we made it (another user creating it first gets it refused).
-    roots.append("/tmp/%s-%d" % (MODULE, uid))
+    tmp = os.environ.get("TMPDIR", "")
+    roots.append("%s/%s-%d" % (tmp if tmp.startswith("/") else "/tmp", MODULE, uid))
     return roots
 
 
@@ -224,14 +225,17 @@ def _remove(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def unpack(bundle: str, root: str, target: str) -> None:
+def unpack(bundle: str, root: str, target: str) -> bool:
     """Unpack the bundle's zip into a private directory, then rename it into place.
 
     Several first launches may race: each unpacks on its own, one rename wins,
-    the others throw their copy away and use the winner's.
+    the others throw their copy away and use the winner's. True if ours won.
     """
     import errno
+    import time
     import zipfile
+
+    start = time.time()
 
     if not os.access(root, os.W_OK):
         fail(
@@ -252,10 +256,18 @@ def unpack(bundle: str, root: str, target: str) -> None:
         except OSError as exc:
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
-            _remove(tmp)  # another launch won the race; use its copy
+            _remove(tmp)
+            log("debug", "another launch unpacked this bundle first", {"cache": target})
+            return False
     except BaseException:
         _remove(tmp)
         raise
+    log(
+        "info",
+        "unpacked plugin bundle",
+        {"cache": target, "ms": int((time.time() - start) * 1000)},
+    )
+    return True
 
 
 def clean(root: str, name: str, current: str) -> None:
@@ -354,8 +366,7 @@ def main() -> None:
         attempts += 1
         if attempts > 3:
             fail("plugin bundle could not settle its cache directory %s" % target)
-        unpack(bundle, root, target)
-        unpacked = True
+        unpacked = unpack(bundle, root, target) or unpacked
         fd = open_locked(target)
     _held = fd
     if unpacked:
