@@ -22,6 +22,7 @@ import compileall
 import hashlib
 import io
 import json
+import marshal
 import os
 import py_compile
 import re
@@ -65,7 +66,9 @@ else
 fi
 if [ -n "$py" ] && [ -f "$py" ] && [ -x "$py" ]; then
   exec "$py" -I -S -c 'import sys;f=open(sys.argv[1],"rb");f.seek({offset:8d});'\
-'c=f.read({length:8d});f.close();exec(compile(c,sys.argv[1],"exec"))' "$0" "$@"
+'c=f.read({length:8d});f.close();exec(__import__("marshal").loads(c[{split:8d}:])'\
+'if sys.version_info[:2]==({major},{minor})and sys.implementation.name=="cpython"else '\
+'compile(c[:{split:8d}],sys.argv[1],"exec"))' "$0" "$@"
 fi
 esc() {{
   s=$1 out=
@@ -122,12 +125,21 @@ def _zip(site: Path) -> bytes:
     return buffer.getvalue()
 
 
-def _python_section(config: dict[str, Any]) -> bytes:
+def _python_section(config: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The bootstrap as source (for any Python) and as this Python's code object.
+
+    The right Python loads the code object (marshal is stable within a minor
+    version, as .pyc files are) and skips compiling 13 KB of source on every
+    launch; any other Python compiles the source, whose first act is to say
+    it is the wrong one.
+    """
     text = _BOOTSTRAP.read_text()
     filled, count = _CONFIG_LINE.subn(lambda _: f"CONFIG = {config!r}", text, count=1)
     if count != 1:
         raise RuntimeError("bootstrap.py has no CONFIG line to fill")
-    return filled.encode()
+    source = filled.encode()
+    code = compile(source, "<nomad-device-bundle bootstrap>", "exec", dont_inherit=True)
+    return source, marshal.dumps(code)
 
 
 def write_bundle(
@@ -157,13 +169,15 @@ def write_bundle(
     digest.update(json.dumps(config, sort_keys=True).encode())
     digest.update(_BOOTSTRAP.read_bytes())
     config["key"] = f"{name}-{digest.hexdigest()[:16]}"
-    python = _python_section(config)
+    source, code = _python_section(config)
+    python = source + code
     fields = {
         "name": name,
         "version": version,
         "major": sys.version_info[0],
         "minor": sys.version_info[1],
         "length": len(python),
+        "split": len(source),
     }
     offset = len(_PRELUDE.format(offset=0, **fields).encode())
     prelude = _PRELUDE.format(offset=offset, **fields).encode()
@@ -185,13 +199,15 @@ def read_config(bundle: Path) -> dict[str, Any]:
 
     with open(bundle, "rb") as fh:
         head = fh.read(65536)
-    found = re.search(rb"f\.seek\( *(\d+)\);.*?c=f\.read\( *(\d+)\)", head, re.DOTALL)
+    found = re.search(
+        rb"f\.seek\( *(\d+)\);.*?c=f\.read\( *(\d+)\).*?c\[: *(\d+)\]", head, re.DOTALL
+    )
     if found is None:
         raise ValueError(f"{bundle} is not a nomad-device-bundle file")
-    offset, length = int(found[1]), int(found[2])
+    offset, split = int(found[1]), int(found[3])
     with open(bundle, "rb") as fh:
         fh.seek(offset)
-        section = fh.read(length).decode()
+        section = fh.read(split).decode()
     line = re.search(r"^CONFIG = (\{.*\})$", section, re.MULTILINE)
     if line is None:
         raise ValueError(f"{bundle} carries no bundle config")
