@@ -121,6 +121,11 @@ def main() -> None:
     )
     parser.add_argument("--bundle", type=Path, help="a bundle of nomad-device-example")
     parser.add_argument(
+        "--shiv",
+        type=Path,
+        help="also time a shiv zipapp of the example (later launches), for comparison",
+    )
+    parser.add_argument(
         "--bundle-python",
         default=getattr(sys, "_base_executable", sys.executable),
         help="NOMAD_DEVICE_PYTHON for the bundle (default: the installed script's interpreter)",
@@ -157,16 +162,21 @@ def main() -> None:
             {**bundle_env, "NOMAD_DEVICE_BUNDLE_CACHE": str(warm_cache)},
         )
         cold = Subject("bundle, first launch", [str(bundle)], dict(bundle_env), empty_cache)
+        warm = [go, script, later]
+        if args.shiv:
+            shiv_root = work / "shiv-root"
+            shiv_env = {**node, "SHIV_ROOT": str(shiv_root)}
+            warm.append(Subject("shiv zipapp, later launches", [str(args.shiv)], shiv_env))
         cwd = str(devices)
         # Warm-up: page cache, bytecode, the warm bundle cache.
-        for subject in (go, script, later):
+        for subject in warm:
             launch(subject, cwd)
             subject.handshake_ms.clear()
             subject.cpu_ms.clear()
             subject.rss_start.clear()
             subject.rss_used.clear()
         for i in range(args.launches):
-            for subject in (go, script, later):
+            for subject in warm:
                 launch(subject, cwd)
             if i < args.first_launches:
                 launch(cold, cwd)
@@ -185,7 +195,7 @@ def main() -> None:
     print(header)
     go_ms = statistics.median(go.handshake_ms)
     go_rss = statistics.median(go.rss_start)
-    for subject in (go, script, cold, later):
+    for subject in (go, script, cold, *warm[2:]):
         ms = subject.handshake_ms
         med = statistics.median(ms)
         rss = statistics.median(subject.rss_start)

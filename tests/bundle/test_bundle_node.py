@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bundle_support import node_env, node_python, read_only
+from bundle_support import build, node_env, node_python, read_only
 
 from nomad_device.config import encode_config
 from nomad_device.goplugin.hclog import parse_line
@@ -146,3 +146,30 @@ def test_bundle_refuses_to_run_without_nomad(plugin_dir: Path) -> None:
     for line in done.stderr.splitlines():
         if line.startswith("{"):
             parse_line(line, strict=True)
+
+
+def test_bundled_conformance_suite_checks_a_node(plugin_dir: Path, tmp_path: Path) -> None:
+    """The suite bundled too: a node without the SDK can check its plugins (docs/deploy.md)."""
+    node_python()
+    suite = tmp_path / "nomad-device-conformance"
+    done = build("nomad-device-conformance", "-o", str(suite))
+    assert done.returncode == 0, done.stderr
+    devices = _devices(tmp_path)
+    argv = [
+        str(suite),
+        "--config-json",
+        json.dumps({"dir": str(devices)}),
+        "--",
+        str(plugin_dir / "nomad-device-example"),
+    ]
+    done = subprocess.run(
+        read_only(plugin_dir, argv),
+        env=node_env(NOMAD_DEVICE_BUNDLE_CACHE=str(tmp_path / "cache")),
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith("CONFORMS")

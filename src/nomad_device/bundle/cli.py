@@ -65,6 +65,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--find-links", metavar="DIR", help="with --pip: a wheel directory")
     parser.add_argument("--no-index", action="store_true", help="with --pip: do not use PyPI")
     parser.add_argument(
+        "--pip-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="with --pip: pass ARG to pip install, e.g. --pip-arg=--platform=manylinux_2_28_x86_64",
+    )
+    parser.add_argument(
         "--ready-made",
         action="store_true",
         help="bundle every ready-made plugin of the SDK into --output-dir",
@@ -82,6 +89,9 @@ def _build_one(args: argparse.Namespace, target_text: str, output: Path | None) 
         pip_args += ["--find-links", args.find_links]
     if args.no_index:
         pip_args.append("--no-index")
+    pip_args += args.pip_arg
+    if pip_args and not args.pip:
+        raise BundleError("--find-links, --no-index and --pip-arg need --pip")
     config = build_bundle(
         target,
         output,
