@@ -7,7 +7,10 @@ four are launched as Nomad launches them (cookie, ``PLUGIN_PROTOCOL_VERSIONS``,
 a PATH without virtualenv or pyenv shims), interleaved launch by launch so that
 drift of a shared machine hits all alike; the medians are printed with their
 ratio to the Go plugin, and the CPU time each used up to its handshake (what
-the plugin itself costs, less disturbed by other load on a shared host). Run:
+the plugin itself costs, less disturbed by other load on a shared host).
+"anon" is the resident memory that is the process's own (RssAnon); the rest is
+file pages (interpreter, grpcio's library, OpenSSL) shared with every other
+process that maps them. Run:
 
     .venv/bin/python scripts/bench_startup.py [--launches 20] [--first-launches 5]
 
@@ -51,11 +54,12 @@ def cpu_ms(pid: int) -> float:
     return total / 1e6
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory; ``RssAnon`` is the part not shared with other processes' files."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+    raise RuntimeError(f"no {field}")
 
 
 @dataclass
@@ -64,9 +68,11 @@ class Subject:
     command: list[str]
     env: dict[str, str]
     before: Callable[[], None] = lambda: None  # run before each launch, not timed
+    device_plugin: bool = True  # False: handshake only (the floor has no services)
     handshake_ms: list[float] = field(default_factory=list)
     cpu_ms: list[float] = field(default_factory=list)
     rss_start: list[float] = field(default_factory=list)
+    anon_start: list[float] = field(default_factory=list)
     rss_used: list[float] = field(default_factory=list)
 
 
@@ -87,21 +93,43 @@ def launch(subject: Subject, cwd: str) -> None:
         proc.kill()
         raise RuntimeError(f"{subject.label}: no handshake ({line!r})")
     rss_start = rss_mib(proc.pid)
+    anon_start = rss_mib(proc.pid, "RssAnon")
     cpu = cpu_ms(proc.pid)
-    client = DevicePluginClient(
-        PluginProcess.reattach(ReattachConfig(parts[2], parts[3], proc.pid, 2))
-    )
-    with client.fingerprint() as stream:
-        stream.next(30)
-    with client.stats(0.05) as stats:
-        stats.next(30)
-    rss_used = rss_mib(proc.pid)
-    client.kill()
+    rss_used = float("nan")
+    if subject.device_plugin:
+        client = DevicePluginClient(
+            PluginProcess.reattach(ReattachConfig(parts[2], parts[3], proc.pid, 2))
+        )
+        with client.fingerprint() as stream:
+            stream.next(30)
+        with client.stats(0.05) as stats:
+            stats.next(30)
+        rss_used = rss_mib(proc.pid)
+        client.kill()
+    else:
+        proc.kill()
     proc.wait(10)
     subject.handshake_ms.append(elapsed)
     subject.cpu_ms.append(cpu)
     subject.rss_start.append(rss_start)
+    subject.anon_start.append(anon_start)
     subject.rss_used.append(rss_used)
+
+
+#: The least any Python gRPC plugin does before its handshake: import grpc.aio,
+#: start a server on a unix socket, print the line. No SDK, no services.
+FLOOR = """
+import asyncio, os, sys, tempfile, grpc
+async def main():
+    server = grpc.aio.server()
+    path = os.path.join(tempfile.mkdtemp(), "plugin.sock")
+    server.add_insecure_port("unix:" + path)
+    await server.start()
+    sys.stdout.write("1|2|unix|" + path + "|grpc|\\n")
+    sys.stdout.flush()
+    await asyncio.sleep(3600)
+asyncio.run(main())
+"""
 
 
 def build_bundle(into: Path) -> Path:
@@ -162,7 +190,13 @@ def main() -> None:
             {**bundle_env, "NOMAD_DEVICE_BUNDLE_CACHE": str(warm_cache)},
         )
         cold = Subject("bundle, first launch", [str(bundle)], dict(bundle_env), empty_cache)
-        warm = [go, script, later]
+        floor = Subject(
+            "floor: python + grpc.aio server",
+            [sys.executable, "-c", FLOOR],
+            dict(node),
+            device_plugin=False,
+        )
+        warm = [go, floor, script, later]
         if args.shiv:
             shiv_root = work / "shiv-root"
             shiv_env = {**node, "SHIV_ROOT": str(shiv_root)}
@@ -174,6 +208,7 @@ def main() -> None:
             subject.handshake_ms.clear()
             subject.cpu_ms.clear()
             subject.rss_start.clear()
+            subject.anon_start.clear()
             subject.rss_used.clear()
         for i in range(args.launches):
             for subject in warm:
@@ -190,12 +225,12 @@ def main() -> None:
     )
     header = (
         f"{'':34} {'handshake ms':>18} {'x Go':>6} {'CPU ms':>7} {'RSS start MiB':>14}"
-        f" {'x Go':>6} {'RSS fp+stats':>13}"
+        f" {'x Go':>6} {'anon MiB':>9} {'RSS fp+stats':>13}"
     )
     print(header)
     go_ms = statistics.median(go.handshake_ms)
     go_rss = statistics.median(go.rss_start)
-    for subject in (go, script, cold, *warm[2:]):
+    for subject in (go, floor, script, cold, *warm[3:]):
         ms = subject.handshake_ms
         med = statistics.median(ms)
         rss = statistics.median(subject.rss_start)
@@ -203,8 +238,12 @@ def main() -> None:
         print(
             f"{subject.label:34} {span:>18} {med / go_ms:>6.1f} "
             f"{statistics.median(subject.cpu_ms):>7.0f} {rss:>14.1f} "
-            f"{rss / go_rss:>6.1f} {statistics.median(subject.rss_used):>13.1f}"
+            f"{rss / go_rss:>6.1f} {statistics.median(subject.anon_start):>9.1f}"
+            f" {statistics.median(subject.rss_used):>13.1f}"
         )
+    over = statistics.median(script.handshake_ms) - statistics.median(floor.handshake_ms)
+    cpu_over = statistics.median(script.cpu_ms) - statistics.median(floor.cpu_ms)
+    print(f"installed script minus the floor: {over:+.0f} ms ({cpu_over:+.0f} ms CPU)")
     gap = statistics.median(later.handshake_ms) - statistics.median(script.handshake_ms)
     cpu_gap = statistics.median(later.cpu_ms) - statistics.median(script.cpu_ms)
     print(f"bundle later launches minus installed script: {gap:+.0f} ms ({cpu_gap:+.0f} ms CPU)")

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bundle_support import build
 
 from nomad_device.bundle import read_config
+
+from .bundle_support import build
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from bundle_support import build, node_env, node_python, tiny_bundle
 
 from nomad_device.bundle import BundleError, Root, read_config, resolve_target
 from nomad_device.bundle.build import SCRIPT_MODULE, ready_made_plugins
@@ -20,6 +19,8 @@ from nomad_device.bundle.collect import (
     resolve,
 )
 from nomad_device.host import DevicePluginClient
+
+from .bundle_support import build, node_env, node_python, tiny_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOTSTRAP = ROOT / "src" / "nomad_device" / "bundle" / "bootstrap.py"

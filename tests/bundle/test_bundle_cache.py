@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bundle_support import IN_CI, node_env, node_python, tiny_bundle
 
 from nomad_device.bundle import read_config
 from nomad_device.goplugin.hclog import HclogEntry, parse_line
 from nomad_device.host import DevicePluginClient
+
+from .bundle_support import IN_CI, node_env, node_python, tiny_bundle
 
 KEEP = 3  # bootstrap.KEEP
 

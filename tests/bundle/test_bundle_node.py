@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bundle_support import build, node_env, node_python, read_only
 
 from nomad_device.config import encode_config
 from nomad_device.goplugin.hclog import parse_line
 from nomad_device.plugins.example import ExampleConfig
+
+from .bundle_support import build, node_env, node_python, read_only
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(600)]
 

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bundle_support import node_env, other_python
 
 from nomad_device.constants import NOMAD_HANDSHAKE
 from nomad_device.goplugin.hclog import HclogEntry, parse_line
+
+from .bundle_support import node_env, other_python
 
 pytestmark = pytest.mark.slow
 
