@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +24,24 @@ def example_bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield out
     # The default cache (as root: /var/cache/nomad-device-bundle) outlives the
     # session; remove what this session's bundle unpacked there.
+    # Only if no process (another session's plugin of identical content) holds it,
+    # by the bootstrap's own rule.
     key = read_config(out)["key"]
     for root in ("/var/cache/nomad-device-bundle", "/run/nomad-device-bundle"):
-        shutil.rmtree(Path(root) / key, ignore_errors=True)
+        path = Path(root) / key
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            trash = path.with_name(f".trash-{os.urandom(8).hex()}")
+            path.rename(trash)
+            shutil.rmtree(trash, ignore_errors=True)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 @pytest.fixture
