@@ -107,7 +107,9 @@ def other_python() -> str:
     pytest.skip(reason)
 
 
-def tiny_bundle(output: Path, version: str, *, name: str = "tiny") -> dict[str, object]:
+def tiny_bundle(
+    output: Path, version: str, *, name: str = "tiny", body: str = ""
+) -> dict[str, object]:
     """A bundle of one small script (no SDK): fast to build, for the cache's rules.
 
     Run, it prints one JSON line (its version, file, argv, interpreter) and then
@@ -121,6 +123,7 @@ def tiny_bundle(output: Path, version: str, *, name: str = "tiny") -> dict[str, 
         (site / f"{SCRIPT_MODULE}.py").write_text(
             "import json, os, sys\n"
             f"VERSION = {version!r}\n"
+            f"{body}\n"
             "if __name__ == '__main__':\n"
             "    print(json.dumps({'version': VERSION, 'file': __file__, 'argv': sys.argv,\n"
             "                      'exe': sys.executable, 'cwd': os.getcwd()}), flush=True)\n"

@@ -155,6 +155,29 @@ def test_unsafe_cache_dir_is_refused(tmp_path: Path, problem: str) -> None:
         assert list((tmp_path / "real").iterdir()) == []  # nothing unpacked through it
 
 
+def test_a_failure_before_the_plugin_serves_is_one_hclog_line(tmp_path: Path) -> None:
+    node_python()
+    bundle = tmp_path / "tiny"
+    tiny_bundle(bundle, "1", body="import no_such_module_here")
+    done = subprocess.run(
+        [str(bundle)],
+        env=node_env(NOMAD_DEVICE_BUNDLE_CACHE=str(tmp_path / "cache")),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    entry = parse_line(lines[-1], strict=True)
+    assert entry.level == "error"
+    assert entry.message == (
+        "plugin bundle failed: ModuleNotFoundError: No module named 'no_such_module_here'"
+    )
+    assert "Traceback (most recent call last)" in str(entry.fields["traceback"])
+    assert all(line.startswith("{") for line in lines)  # nothing raw
+
+
 def _as_nobody() -> None:
     os.setgid(65534)
     os.setuid(65534)

@@ -378,4 +378,14 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Exception as exc:
+        # A full disk while unpacking, or the plugin's module failing to import
+        # before the SDK's own hooks are in place: still one hclog line.
+        import traceback
+
+        fail(
+            "plugin bundle failed: %s: %s" % (type(exc).__name__, exc),
+            {"traceback": traceback.format_exc()},
+        )
