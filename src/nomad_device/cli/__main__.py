@@ -30,6 +30,7 @@ COMMANDS: Final = {
     "stats": "show device statistics (--interval, --count)",
     "reserve": "reserve device IDs and show how a task would get them",
     "demo": "run nomad-device-example on a demo directory",
+    "check": "will a job get its devices? Nomad's placement, explained (JOB then a source)",
 }
 #: Options taking a value, so the default command can be found before parsing.
 _VALUE_OPTIONS: Final = frozenset(
@@ -43,6 +44,11 @@ _VALUE_OPTIONS: Final = frozenset(
         "--interval",
         "--count",
         "--timeout",
+        "--node",
+        "-var",
+        "--var",
+        "-var-file",
+        "--var-file",
     }
 )
 _EPILOG: Final = """\
@@ -189,6 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
                 "--timeout", type=_seconds, default=30.0, help="wait for each step (seconds)"
             )
             continue
+        if name == "check":
+            from nomad_device.cli.check.cli import add_arguments
+
+            add_arguments(p)
+            continue
         if name == "reserve":
             p.add_argument(
                 "args",
@@ -276,6 +287,9 @@ def main(
 
     positional: list[str] = list(getattr(ns, "args", []) or [])
     ids: list[str] = []
+    job: str | None = None
+    if ns.command == "check" and positional:
+        job, positional = positional[0], positional[1:]
     if ns.command == "demo":
         plugin: list[str] = []
     elif tail is not None:
@@ -319,6 +333,11 @@ def main(
         log_level=level,
         color=ns.color,
         keep=getattr(ns, "keep", False),
+        job=job,
+        node_file=getattr(ns, "node", None),
+        nomad=getattr(ns, "nomad", False),
+        variables=getattr(ns, "var", None) or [],
+        var_files=getattr(ns, "var_file", None) or [],
     )
     console = Console(
         out, err, Style(color_wanted(out, opts.color)), Style(color_wanted(err, opts.color))
