@@ -16,29 +16,39 @@ from nomad_device.cli.check.model import Instance, NodeDevices
 from nomad_device.cli.check.operators import evaluate, resolve
 from nomad_device.cli.check.version import parse_constraint, parse_version
 
-I, F, S, B = (
-    lambda v, u="": Attribute(int_value=v, unit=u),
-    lambda v, u="": Attribute(float_value=v, unit=u),
-    lambda v: Attribute(string_value=v),
-    lambda v: Attribute(bool_value=v),
-)
+
+def Int(v: int, u: str = "") -> Attribute:  # noqa: N802 - reads like Nomad's attribute kinds
+    return Attribute(int_value=v, unit=u)
+
+
+def F(v: float, u: str = "") -> Attribute:
+    return Attribute(float_value=v, unit=u)
+
+
+def S(v: str) -> Attribute:
+    return Attribute(string_value=v)
+
+
+def B(v: bool) -> Attribute:
+    return Attribute(bool_value=v)
+
 
 # --- plugins/shared/structs/attribute.go: ParseAttribute (with units.go's
 # lengthSortedUnits; numbers through strconv.ParseInt/ParseFloat, then ParseBool).
 PARSE = [
     ("", S("")),
-    ("2 GiB", I(2, "GiB")),
-    ("2GiB", I(2, "GiB")),
+    ("2 GiB", Int(2, "GiB")),
+    ("2GiB", Int(2, "GiB")),
     ("1.5 GHz", F(1.5, "GHz")),
-    ("4096", I(4096)),
+    ("4096", Int(4096)),
     ("1.5", F(1.5)),
-    ("-3 W", I(-3, "W")),
-    ("5 MW", I(5, "MW")),  # the longest unit first: MW, not W
-    ("5mW", I(5, "mW")),
-    ("2 KiB/s", I(2, "KiB/s")),
-    ("2 GB/s", I(2, "GB/s")),
+    ("-3 W", Int(-3, "W")),
+    ("5 MW", Int(5, "MW")),  # the longest unit first: MW, not W
+    ("5mW", Int(5, "mW")),
+    ("2 KiB/s", Int(2, "KiB/s")),
+    ("2 GB/s", Int(2, "GB/s")),
     ("1.0 TiB", F(1.0, "TiB")),
-    ("+5", I(5)),
+    ("+5", Int(5)),
     ("1e3", F(1000.0)),
     ("0x1p-2", F(0.25)),  # Go's hex float syntax
     ("1_000", F(1000.0)),  # ParseInt refuses the underscore, ParseFloat takes it
@@ -46,7 +56,7 @@ PARSE = [
     ("true", B(True)),
     ("t", B(True)),
     ("False", B(False)),
-    ("1", I(1)),  # an int before a bool
+    ("1", Int(1)),  # an int before a bool
     ("GiB", S("GiB")),  # a unit with no number
     ("2 gib", S("2 gib")),  # units are case-sensitive
     (" 5", S(" 5")),
@@ -72,7 +82,7 @@ def test_parse_attribute_special_floats() -> None:
 
 # --- Go's strconv (what ParseAttribute calls): ParseInt(s, 10, 64), ParseFloat(s, 64), ParseBool.
 INTS = [("12", 12), ("+5", 5), ("-0", 0), ("1_000", None), ("0x10", None), (" 1", None)]
-INTS += [("9223372036854775807", 2**63 - 1), ("9223372036854775808", None), ("١", None)]
+INTS += [("9223372036854775807", 2**63 - 1), ("9223372036854775808", None), ("\u0661", None)]
 FLOATS = [("1_000.5", 1000.5), ("1__0", None), ("_1", None), ("0x10", None), ("0x1.8p1", 3.0)]
 FLOATS += [("0x_1p0", 1.0), ("1e1_0", 1e10), ("1e+_5", None), (".5", 0.5), ("1.", 1.0)]
 FLOATS += [("1e-400", 0.0), ("infin", None), ("0x", None), ("", None), ("1e", None)]
@@ -97,40 +107,40 @@ def test_go_parse_bool(text: str, want: bool | None) -> None:
 # --- plugins/shared/structs/attribute.go: Attribute.Compare (Comparable, numberComparator,
 # intComparator with getInt, getBigFloat at 256 bits) over units.go's UnitIndex.
 COMPARE = [
-    (I(2, "GiB"), I(2048, "MiB"), 0),
-    (I(2, "GiB"), I(4, "GiB"), -1),
-    (I(16384, "MiB"), I(4, "GiB"), 1),
-    (I(2048), I(2, "GiB"), None),  # a unit on one side only
-    (I(2, "GiB"), I(2048), None),
-    (I(2, "GiB"), I(2, "GHz"), None),  # different bases
-    (I(2, "GiB"), I(2, "GiB/s"), None),  # bytes vs byte rate
-    (I(1, "GB"), I(1000, "MB"), 0),
-    (I(1, "KiB"), I(1, "kB"), 1),
-    (I(1, "KB"), I(1, "kB"), 0),
-    (F(1.5, "GiB"), I(1536, "MiB"), 0),
-    (I(1500, "mW"), I(1, "W"), 0),  # ints: 1500 mW is 1500/1000 = 1 W (integer division)
-    (I(1999, "mW"), I(1, "W"), 0),
-    (I(-1999, "mW"), I(-1, "W"), 0),  # Go's division truncates toward zero
-    (F(1.5, "W"), I(1500, "mW"), 0),  # big.Float: 1500 x round(1/1000) rounds back to 1.5
-    (F(2.0, "W"), I(2000, "mW"), 0),
-    (I(3, "mW"), F(0.003, "W"), -1),  # but float64's 0.003 is a little more than 3/1000
-    (I(1, "kW"), I(1000, "W"), 0),
-    (I(2, "GHz"), I(2000, "MHz"), 0),
-    (I(5), F(5.0), 0),
-    (F(2.5), I(3), -1),
-    (I(2**63 - 1, "KiB"), I(1, "KiB"), -1),  # int64 overflow wraps, as in Go
-    (I(5, "foo"), I(5), 0),  # an unknown unit is no unit
+    (Int(2, "GiB"), Int(2048, "MiB"), 0),
+    (Int(2, "GiB"), Int(4, "GiB"), -1),
+    (Int(16384, "MiB"), Int(4, "GiB"), 1),
+    (Int(2048), Int(2, "GiB"), None),  # a unit on one side only
+    (Int(2, "GiB"), Int(2048), None),
+    (Int(2, "GiB"), Int(2, "GHz"), None),  # different bases
+    (Int(2, "GiB"), Int(2, "GiB/s"), None),  # bytes vs byte rate
+    (Int(1, "GB"), Int(1000, "MB"), 0),
+    (Int(1, "KiB"), Int(1, "kB"), 1),
+    (Int(1, "KB"), Int(1, "kB"), 0),
+    (F(1.5, "GiB"), Int(1536, "MiB"), 0),
+    (Int(1500, "mW"), Int(1, "W"), 0),  # ints: 1500 mW is 1500/1000 = 1 W (integer division)
+    (Int(1999, "mW"), Int(1, "W"), 0),
+    (Int(-1999, "mW"), Int(-1, "W"), 0),  # Go's division truncates toward zero
+    (F(1.5, "W"), Int(1500, "mW"), 0),  # big.Float: 1500 x round(1/1000) rounds back to 1.5
+    (F(2.0, "W"), Int(2000, "mW"), 0),
+    (Int(3, "mW"), F(0.003, "W"), -1),  # but float64's 0.003 is a little more than 3/1000
+    (Int(1, "kW"), Int(1000, "W"), 0),
+    (Int(2, "GHz"), Int(2000, "MHz"), 0),
+    (Int(5), F(5.0), 0),
+    (F(2.5), Int(3), -1),
+    (Int(2**63 - 1, "KiB"), Int(1, "KiB"), -1),  # int64 overflow wraps, as in Go
+    (Int(5, "foo"), Int(5), 0),  # an unknown unit is no unit
     (S("a"), S("b"), -1),
     (S("T4"), S("T4"), 0),
     (S("é"), S("z"), 1),  # bytes, not code points or locale
-    (S("5"), I(5), None),  # a string and a number
-    (I(5), S("5"), None),
+    (S("5"), Int(5), None),  # a string and a number
+    (Int(5), S("5"), None),
     (B(True), B(False), 1),
     (B(False), B(True), 1),  # unequal bools compare as 1 both ways
     (B(True), B(True), 0),
-    (B(True), I(1), None),
-    (I(1), B(True), None),
-    (F(math.inf, "GiB"), I(2, "TiB"), 1),
+    (B(True), Int(1), None),
+    (Int(1), B(True), None),
+    (F(math.inf, "GiB"), Int(2, "TiB"), 1),
 ]
 
 
@@ -184,12 +194,12 @@ DEVICE = NodeDevices(
     "T4",
     (Instance("GPU-1"), Instance("GPU-2", healthy=False)),
     {
-        "memory": I(16384, "MiB"),
-        "cores": I(2560),
+        "memory": Int(16384, "MiB"),
+        "cores": Int(2560),
         "family": S("turing"),
         "driver": S("525.60.13"),
         "pre": S("1.2.3-beta"),
-        "major": I(12),
+        "major": Int(12),
         "clock": F(1.59, "GHz"),
         "ecc": B(True),
         "features": S("fp16,int8, tensor"),
