@@ -17,7 +17,7 @@ from nomad_device.cli.check.operators import evaluate, resolve
 from nomad_device.cli.check.version import parse_constraint, parse_version
 
 
-def Int(v: int, u: str = "") -> Attribute:  # noqa: N802 - reads like Nomad's attribute kinds
+def Int(v: int, u: str = "") -> Attribute:
     return Attribute(int_value=v, unit=u)
 
 
