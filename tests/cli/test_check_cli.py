@@ -422,3 +422,80 @@ def test_exactly_one_source(tmp_path: Path) -> None:
     assert none.returncode == 2 and "exactly one source" in none.stderr
     both = run_cli("check", str(job), "--nomad", "--node", "x.json")
     assert both.returncode == 2 and "exactly one source" in both.stderr
+
+
+# ------------------------------------------------------ the Go plugin (interop)
+
+GO_JOB = """\
+job "files" {
+  group "g" {
+    task "a" {
+      resources {
+        device "interop/file" {
+          count = %(count)d
+          constraint {
+            attribute = "${device.attr.files}"
+            operator  = ">="
+            value     = "2"
+          }
+        }
+      }
+    }
+    task "b" {
+      resources {
+        device "file" {
+          affinity {
+            attribute = "${device.model}"
+            value     = "gofile"
+            weight    = 100
+          }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+@pytest.fixture
+def go_plugin_setup(interop_bin: Path, tmp_path: Path) -> tuple[str, Path]:
+    d = tmp_path / "gofiles"
+    d.mkdir()
+    for name in ("alpha", "beta", "gamma"):
+        (d / name).write_text(name)
+    agent = write(
+        tmp_path / "agent.hcl", f'plugin "goplugin" {{\n  config {{\n    dir = "{d}"\n  }}\n}}\n'
+    )
+    return str(interop_bin / "goplugin"), agent
+
+
+@pytest.mark.interop
+@pytest.mark.timeout(900)
+def test_go_plugin_source(tmp_path: Path, go_plugin_setup: tuple[str, Path]) -> None:
+    plugin, agent = go_plugin_setup
+    job = write(tmp_path / "job.hcl", GO_JOB % {"count": 2})
+    result = run_cli("check", "-q", "-c", str(agent), str(job), plugin)
+    assert result.returncode == 0, result.stderr
+    assert "plugin go-files: places" in result.stdout
+    # task a takes two files in the order the plugin reports them, task b the third
+    assert 'task "a" device "interop/file": interop/file/gofile [alpha, beta]' in result.stdout
+    assert 'task "b" device "file": interop/file/gofile [gamma] affinity score 1' in result.stdout
+
+
+@pytest.mark.interop
+@pytest.mark.timeout(900)
+def test_go_plugin_source_too_few(tmp_path: Path, go_plugin_setup: tuple[str, Path]) -> None:
+    plugin, agent = go_plugin_setup
+    job = write(tmp_path / "job.hcl", GO_JOB % {"count": 3})
+    result = run_cli("check", "-q", "--json", "-c", str(agent), str(job), plugin)
+    assert result.returncode == 1, result.stderr
+    entry = json.loads(result.stdout)["TaskGroups"][0]["Nodes"][0]
+    assert entry["Outcome"] == "fails"
+    failed = entry["Outcomes"][0]["Failed"]
+    # task a took all three; task b finds none left
+    assert failed["Task"] == "b"
+    assert failed["Groups"][0]["Reason"] == (
+        "0 of 3 healthy instances free: alpha taken by task 'a' (device \"interop/file\"), "
+        "beta taken by task 'a' (device \"interop/file\"), gamma taken by task 'a' "
+        '(device "interop/file"); count = 1'
+    )

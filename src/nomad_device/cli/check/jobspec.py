@@ -245,13 +245,17 @@ class _JsonJob:
             raise self.fail(root, "(top)", "a job must be a JSON object")
         job = root.get("Job")
         path = "Job"
-        if job is None or not isinstance(job.value, dict):
-            if root.get("job") is not None and root.get("TaskGroups") is None:
+        hcl_json = root.value.get("job")
+        if hcl_json is not None and isinstance(hcl_json.value, dict):
+            known = {"id", "name", "taskgroups", "datacenters", "type", "namespace"}
+            if not any(k.casefold() in known for k in hcl_json.value):
                 raise self.fail(
                     root,
                     "job",
-                    f"this looks like HCL's JSON syntax, which check does not read; {RENDER_HINT}",
+                    "this looks like HCL's JSON syntax (job -> <id> -> ...), which check does "
+                    f"not read; {RENDER_HINT}",
                 )
+        if job is None or not isinstance(job.value, dict):
             job, path = root, "(job)"
         return self.job(job, path)
 
