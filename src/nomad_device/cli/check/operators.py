@@ -18,6 +18,7 @@ Every check also says *why* it is false, for the explanation.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -57,6 +58,7 @@ CONSTRAINT_OPERATORS: Final = (
 )
 #: ``Affinity.Validate`` knows neither ``is_set`` nor ``is_not_set``.
 AFFINITY_OPERATORS: Final = CONSTRAINT_OPERATORS[:-2]
+_BYTE_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\C")
 _ORDER: Final = frozenset({"<", "<=", ">", ">=", "=", "==", "is"})
 
 
@@ -113,6 +115,9 @@ def compile_regexp(pattern: str) -> object:
         raise ValueError(
             f"regexp constraints need google-re2 (Go's regexp syntax): {CLI_EXTRA_HINT}"
         ) from None
+    if _BYTE_ESCAPE.search(pattern):
+        # RE2 takes \C (any byte); Go's regexp/syntax does not.
+        raise ValueError("invalid escape sequence: `\\C`")
     options = re2.Options()
     options.log_errors = False
     try:
