@@ -289,8 +289,9 @@ def _cases() -> list[dict[str, object]]:
         cases.append({"op": "semverparse", "s": v})
         other = rng.choice(versions)
         cases.append({"op": "vcmp", "s": v, "t": other})
+        pad = [" ", ""]
         cons = ",".join(
-            f"{rng.choice([' ', ''])}{rng.choice(ops)}{rng.choice([' ', ''])}{rng.choice(versions).strip()}"
+            f"{rng.choice(pad)}{rng.choice(ops)}{rng.choice(pad)}{rng.choice(versions).strip()}"
             for _ in range(rng.randint(1, 2))
         )
         cases.append({"op": "version", "s": v, "t": cons})

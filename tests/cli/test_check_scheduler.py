@@ -385,3 +385,15 @@ def test_node_score_over_several_requests() -> None:
 def test_a_group_without_devices_is_not_judged() -> None:
     v = check_node(TaskGroup("g", (Task("t"),)), node(t4()))
     assert v.outcome == "none"
+
+
+# --- scheduler/feasible/context.go: EvalContext.ProposedAllocs adds the plan's own
+# allocations, so a group's later allocations see the devices its earlier ones took.
+@pytest.mark.parametrize(
+    ("count", "per_alloc", "fit"), [(3, 1, 2), (2, 2, 1), (4, 1, 2), (1, 3, 0)]
+)
+def test_group_count_capacity(count: int, per_alloc: int, fit: int) -> None:
+    from nomad_device.cli.check.placement import capacity
+
+    g = TaskGroup("g", (Task("t", (req("nvidia/gpu/T4", per_alloc),)),), count)
+    assert capacity(g, node(t4())) == fit

@@ -11,10 +11,6 @@ from nomad_device.cli.render import Style
 
 __all__ = ["render_json", "render_text"]
 
-_NOMAD_WORDS = {
-    "filtered": 'filtered: "missing devices"',
-}
-
 
 def _score(value: float) -> str:
     text = f"{value:.3f}".rstrip("0").rstrip(".")
@@ -59,7 +55,7 @@ def _pick_line(p: Pick) -> str:
 def _why_lines(leaf: Leaf, style: Style) -> list[str]:
     assert leaf.failed_request is not None and leaf.failed_task is not None
     req = leaf.failed_request
-    lines = [f"{_request_text(leaf.failed_task, req)}: {leaf.error}"]
+    lines = [f"{_request_text(leaf.failed_task, req)} cannot be met:"]
     if leaf.picks:
         taken = "; ".join(
             f'task "{p.task}" device "{p.request.name}" took {p.device.label} [{", ".join(p.ids)}]'
@@ -139,6 +135,11 @@ def _entry_lines(entry: NodeEntry, style: Style) -> list[str]:
         score = leaf.node_score()
         if score is not None:
             lines.append(f"      node device score {_score(score)}")
+    if entry.capacity is not None:
+        lines.append(
+            f"    group count = {v.group.count}: {entry.capacity} of its allocations fit on this node "
+            "at once (each needs its own instances)"
+        )
     if v.successes:
         det, notes = _deterministic(v)
         lines.append(f"    deterministic: {'yes' if det else 'no'}")
@@ -157,8 +158,6 @@ def _entry_lines(entry: NodeEntry, style: Style) -> list[str]:
             lines.extend("    " + w for w in why)
         if len(shown) >= 3:
             break
-    if False in v.checker and True in v.checker and v.outcome == "may":
-        pass
     lines.extend(f"    note: {n}" for n in v.notes)
     return lines
 
@@ -256,6 +255,7 @@ def _entry_json(entry: NodeEntry) -> dict[str, Any]:
     out["FeasibilityCheck"] = sorted("passes" if c else "fails" for c in v.checker)
     out["Outcomes"] = [_leaf_json(leaf) for leaf in v.leaves]
     out["Truncated"] = v.truncated
+    out["AllocationsThatFit"] = entry.capacity
     out["Notes"] = notes + v.notes
     return out
 

@@ -10,9 +10,9 @@ of a class can decide for another; where that matters it is said.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from nomad_device.cli.check.model import Job, Node, TaskGroup
+from nomad_device.cli.check.model import Allocation, Job, Node, TaskGroup
 from nomad_device.cli.check.scheduler import NodeVerdict, check_node, requests_of
 
 __all__ = ["GroupReport", "NodeEntry", "Report", "evaluate_job", "node_skip_reason"]
@@ -47,6 +47,8 @@ class NodeEntry:
     node: Node
     skipped: str = ""
     verdict: NodeVerdict | None = None
+    #: For a group with count > 1: how many of its allocations fit here at once.
+    capacity: int | None = None
 
     @property
     def outcome(self) -> str:
@@ -94,10 +96,43 @@ def evaluate_job(job: Job, nodes: list[Node], source: str, *, filters: bool = Tr
             entry = NodeEntry(node, skip)
             if not skip and report.asks:
                 entry.verdict = check_node(group, node)
+                if group.count > 1 and entry.verdict.successes:
+                    entry.capacity = capacity(group, node)
             report.entries.append(entry)
         _class_cache(report)
         groups.append(report)
     return Report(job, source, groups)
+
+
+def capacity(group: TaskGroup, node: Node, limit: int | None = None) -> int:
+    """How many allocations of the group fit on the node together.
+
+    Nomad places a group's allocations one after another, each seeing the
+    earlier ones of the same plan as holding their devices; this follows the
+    first outcome each time (reported order, the first of equal groups).
+    """
+    wanted = group.count if limit is None else limit
+    held: list[Allocation] = []
+    placed = 0
+    while placed < wanted:
+        trial = replace(node, allocations=[*node.allocations, *held])
+        verdict = check_node(group, trial)
+        if not verdict.successes:
+            break
+        leaf = verdict.successes[0]
+        devices: dict[tuple[str, str, str], tuple[str, ...]] = {}
+        for p in leaf.picks:
+            devices[p.device.key] = devices.get(p.device.key, ()) + p.ids
+        held.append(
+            Allocation(
+                f"planned-{placed}",
+                f"{group.name}[{placed}]",
+                client_status="pending",
+                devices=devices,
+            )
+        )
+        placed += 1
+    return placed
 
 
 def _class_cache(report: GroupReport) -> None:
