@@ -137,8 +137,8 @@ def _entry_lines(entry: NodeEntry, style: Style) -> list[str]:
             lines.append(f"      node device score {_score(score)}")
     if entry.capacity is not None:
         lines.append(
-            f"    group count = {v.group.count}: {entry.capacity} of its allocations fit on this node "
-            "at once (each needs its own instances)"
+            f"    group count = {v.group.count}: {entry.capacity} of its allocations fit on "
+            "this node at once (each needs its own instances)"
         )
     if v.successes:
         det, notes = _deterministic(v)
