@@ -195,6 +195,15 @@ def test_node_json_from_stdin_as_a_list(tmp_path: Path) -> None:
     assert "node down (e5f6a7b8): not considered: not ready (status down)" in result.stdout
 
 
+def test_a_node_list_stub_is_refused(tmp_path: Path) -> None:
+    stub = {"ID": "n-1", "Name": "x", "Status": "ready", "SchedulingEligibility": "eligible"}
+    nodes = write(tmp_path / "nodes.json", json.dumps([stub]))
+    job = write(tmp_path / "job.hcl", GPU_JOB % {"count": 1, "memory": "1 GiB"})
+    result = run_cli("check", str(job), "--node", str(nodes))
+    assert result.returncode == 2
+    assert "nomad node status -json <id>" in result.stderr
+
+
 def test_bad_node_json_names_file_line_and_field(tmp_path: Path) -> None:
     bad = copy.deepcopy(node("n-1", "x", [T4]))
     bad["NodeResources"]["Devices"][0]["Instances"][1]["Healthy"] = "yes"
@@ -495,7 +504,7 @@ def test_go_plugin_source_too_few(tmp_path: Path, go_plugin_setup: tuple[str, Pa
     # task a took all three; task b finds none left
     assert failed["Task"] == "b"
     assert failed["Groups"][0]["Reason"] == (
-        "0 of 3 healthy instances free: alpha taken by task 'a' (device \"interop/file\"), "
-        "beta taken by task 'a' (device \"interop/file\"), gamma taken by task 'a' "
+        '0 of 3 healthy instances free: alpha taken by task "a" (device "interop/file"), '
+        'beta taken by task "a" (device "interop/file"), gamma taken by task "a" '
         '(device "interop/file"); count = 1'
     )

@@ -88,7 +88,7 @@ def _from_cluster(job: Job) -> tuple[list[Node], str]:
             if not isinstance(listing.value, list):
                 raise Failure(f"{cfg.address}/v1/nodes: expected a list of nodes", 2)
             for i, stub in enumerate(listing.value):
-                brief = node_from_json(stub, f"{cfg.address}/v1/nodes", f"[{i}]")
+                brief = node_from_json(stub, f"{cfg.address}/v1/nodes", f"[{i}]", stub_ok=True)
                 if node_skip_reason(brief, job, filters=True):
                     nodes.append(brief)  # reported as not considered, with the reason
                     continue

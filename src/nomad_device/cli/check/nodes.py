@@ -139,12 +139,22 @@ def _devices(f: _Fields, node: jsonpos.Located, path: str) -> list[NodeDevices]:
     return out
 
 
-def node_from_json(node: jsonpos.Located, origin: str, path: str = "(node)") -> Node:
+def node_from_json(
+    node: jsonpos.Located, origin: str, path: str = "(node)", *, stub_ok: bool = False
+) -> Node:
+    """An ``api.Node``; with ``stub_ok`` also an ``api.NodeListStub`` (no devices)."""
     f = _Fields(origin)
     f.obj(node, path)
     node_id = f.string(node, "ID", path)
     if not node_id and node.get("NodeResources") is None:
         raise f.fail(node, path, "not a Nomad node (no ID and no NodeResources)")
+    if not stub_ok and node.get("NodeResources") is None:
+        raise f.fail(
+            node,
+            path,
+            "no NodeResources: this is a node list entry (`nomad node status -json` without an "
+            "ID); use `nomad node status -json <id>` or /v1/node/<id>",
+        )
     drain_strategy = node.get("DrainStrategy")
     return Node(
         id=node_id,

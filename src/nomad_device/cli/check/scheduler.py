@@ -38,6 +38,7 @@ from nomad_device.cli.check.model import (
     TaskGroup,
 )
 from nomad_device.cli.check.operators import Target, evaluate, resolve
+from nomad_device.golang import quote
 
 __all__ = [
     "TERMINAL_CLIENT_STATUSES",
@@ -73,7 +74,7 @@ class Holder:
                 if a.name
                 else (f"held by allocation {a.short}")
             )
-        return f'taken by task {self.task!r} (device "{self.request}")'
+        return f'taken by task "{self.task}" (device "{self.request}")'
 
 
 @dataclass
@@ -173,6 +174,11 @@ def device_matches(dev: NodeDevices, req: DeviceRequest) -> tuple[bool, Constrai
     return True, None, ""
 
 
+def _serves(dev: NodeDevices, req: DeviceRequest) -> bool:
+    name_ok, failed, _ = device_matches(dev, req)
+    return name_ok and failed is None
+
+
 def score_group(dev: NodeDevices, req: DeviceRequest) -> tuple[float, float]:
     """``createOffer``'s score: matched weights over absolute weights, and the matched sum."""
     if not req.affinities:
@@ -198,8 +204,6 @@ def evaluate_group(acc: Accounter, dev: NodeDevices, req: DeviceRequest) -> Grou
     ev.healthy = len(slots)
     for inst in dev.instances:
         if not inst.healthy:
-            from nomad_device.golang import quote
-
             desc = f" ({quote(inst.health_description)})" if inst.health_description else ""
             ev.blocked.append((inst.id, "unhealthy" + desc))
             continue
@@ -296,9 +300,7 @@ def feasibility(group: TaskGroup, node: Node) -> frozenset[bool]:
         return frozenset({False})
     groups = [d for d in node.devices if any(i.healthy for i in d.instances)]
     start = tuple(sum(1 for i in d.instances if i.healthy) for d in groups)
-    matches = [
-        [device_matches(d, r)[0] and device_matches(d, r)[1] is None for d in groups] for r in reqs
-    ]
+    matches = [[_serves(d, r) for d in groups] for r in reqs]
     memo: dict[tuple[int, tuple[int, ...], int, frozenset[int]], frozenset[bool]] = {}
     steps = 0
 
