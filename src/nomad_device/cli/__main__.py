@@ -62,6 +62,7 @@ examples:
   nomad-device-launcher reserve dev1 dev2 -- ./my-plugin
   nomad-device-launcher ./my-plugin            (interactive session)
   nomad-device-launcher demo
+  nomad-device-launcher check job.hcl --nomad   (will the job get its devices?)
 """
 
 
