@@ -397,3 +397,17 @@ def test_group_count_capacity(count: int, per_alloc: int, fit: int) -> None:
 
     g = TaskGroup("g", (Task("t", (req("nvidia/gpu/T4", per_alloc),)),), count)
     assert capacity(g, node(t4())) == fit
+
+
+def test_many_equal_choices_are_decided_without_listing_them_all() -> None:
+    # 9 equal groups and 4 requests: 3024 orders, more than are listed.
+    from nomad_device.cli.check.scheduler import MAX_LEAVES, allocation_outcomes
+
+    devices = [NodeDevices("v", "gpu", f"m{i:02}", (Instance(f"d{i}"),)) for i in range(9)]
+    g = group(*[(req("gpu"),) for _ in range(4)])
+    v = check_node(g, node(*devices))
+    assert v.truncated and len(v.leaves) == MAX_LEAVES
+    assert v.outcome == "places"
+    assert allocation_outcomes(g, node(*devices)) == frozenset({True})
+    g10 = group(*[(req("gpu"),) for _ in range(10)])
+    assert check_node(g10, node(*devices)).outcome == "fails"

@@ -11,6 +11,9 @@ from nomad_device.cli.render import Style
 
 __all__ = ["render_json", "render_text"]
 
+#: How many alternative outcomes the text shows before summing up the rest.
+_MAX_SHOWN = 8
+
 
 def _score(value: float) -> str:
     text = f"{value:.3f}".rstrip("0").rstrip(".")
@@ -109,7 +112,7 @@ def _deterministic(v: NodeVerdict) -> tuple[bool, list[str]]:
             "instances are listed in the order the node reports them, the order Nomad was seen "
             "to take; its map iteration does not promise it"
         )
-    return len(groups) <= 1 and not notes, notes
+    return v.outcome == "places" and len(groups) <= 1 and not notes, notes
 
 
 def _entry_lines(entry: NodeEntry, style: Style) -> list[str]:
@@ -122,10 +125,14 @@ def _entry_lines(entry: NodeEntry, style: Style) -> list[str]:
     if v.outcome == "fails":
         lines[0] += f"  (Nomad says {_nomad_words(v)})"
     seen: set[str] = set()
+    distinct = {"; ".join(_pick_line(p) for p in leaf.picks) for leaf in v.successes}
     for leaf in v.successes:
         text = "; ".join(_pick_line(p) for p in leaf.picks)
         if text in seen:
             continue
+        if len(seen) == _MAX_SHOWN:
+            lines.append(f"    ... and {len(distinct) - len(seen)} more equally good outcomes")
+            break
         seen.add(text)
         prefix = "    or " if len(seen) > 1 else "    "
         for i, p in enumerate(leaf.picks):

@@ -397,14 +397,66 @@ def allocate(group: TaskGroup, node: Node) -> tuple[list[Leaf], bool]:
     return leaves, truncated
 
 
+def allocation_outcomes(group: TaskGroup, node: Node) -> frozenset[bool]:
+    """Whether the allocation stage can succeed and whether it can fail, over every
+    choice among equals (memoized on what is taken, so symmetric choices cost once)."""
+    reqs = requests_of(group)
+    if not reqs:
+        return frozenset({True})
+    memo: dict[tuple[int, tuple[tuple[Key, tuple[str, ...]], ...]], frozenset[bool]] = {}
+    steps = 0
+    base = Accounter.for_node(node)
+
+    def state(acc: Accounter) -> tuple[tuple[Key, tuple[str, ...]], ...]:
+        return tuple(
+            (key, tuple(i for i, h in slots.items() if any(x.allocation is None for x in h)))
+            for key, slots in acc.usage.items()
+        )
+
+    def step(i: int, acc: Accounter) -> frozenset[bool]:
+        nonlocal steps
+        if i == len(reqs):
+            return frozenset({True})
+        key = (i, state(acc))
+        if key in memo:
+            return memo[key]
+        steps += 1
+        if steps > MAX_CHECKER_STEPS:
+            raise _TooMany
+        task, req = reqs[i]
+        fit = [e for e in (evaluate_group(acc, d, req) for d in acc.groups.values()) if e.feasible]
+        out: set[bool] = set()
+        if not acc.groups or req.count == 0 or not fit:
+            out.add(False)
+        else:
+            best = max(e.score for e in fit)
+            for e in (e for e in fit if e.score == best):
+                after = acc.copy()
+                for instance in e.usable[: req.count]:
+                    after.usage[e.device.key][instance].append(Holder(task=task, request=req.name))
+                out |= step(i + 1, after)
+                if len(out) == 2:
+                    break
+        memo[key] = frozenset(out)
+        return memo[key]
+
+    try:
+        return step(0, base)
+    except _TooMany:
+        return frozenset({True, False})
+
+
 def check_node(group: TaskGroup, node: Node) -> NodeVerdict:
     """The verdict for one task group on one node."""
     if not requests_of(group):
         return NodeVerdict(node, group, "none", frozenset({True}), [])
     checker = feasibility(group, node)
     leaves, truncated = allocate(group, node)
-    any_ok = any(leaf.ok for leaf in leaves)
-    all_ok = bool(leaves) and all(leaf.ok for leaf in leaves) and not truncated
+    possible = allocation_outcomes(group, node) if truncated else None
+    any_ok = any(leaf.ok for leaf in leaves) or (possible is not None and True in possible)
+    all_ok = bool(leaves) and all(leaf.ok for leaf in leaves)
+    if possible is not None:
+        all_ok = all_ok and False not in possible
     if True not in checker or not any_ok:
         outcome = "fails"
     elif checker == frozenset({True}) and all_ok:
@@ -419,5 +471,7 @@ def check_node(group: TaskGroup, node: Node) -> NodeVerdict:
             'this node ("missing devices")'
         )
     if truncated:
-        verdict.notes.append(f"more than {MAX_LEAVES} outcomes: only the first are shown")
+        verdict.notes.append(
+            f"more than {MAX_LEAVES} outcomes: the first are listed, the verdict covers all"
+        )
     return verdict
