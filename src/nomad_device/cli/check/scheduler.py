@@ -301,27 +301,25 @@ def feasibility(group: TaskGroup, node: Node) -> frozenset[bool]:
     groups = [d for d in node.devices if any(i.healthy for i in d.instances)]
     start = tuple(sum(1 for i in d.instances if i.healthy) for d in groups)
     matches = [[_serves(d, r) for d in groups] for r in reqs]
-    memo: dict[tuple[int, tuple[int, ...], int, frozenset[int]], frozenset[bool]] = {}
+    memo: dict[tuple[int, tuple[int, ...], int], frozenset[bool]] = {}
     steps = 0
 
     def run(i: int, avail: tuple[int, ...]) -> frozenset[bool]:
         if i == len(reqs):
             return frozenset({True})
-        return consume(i, avail, reqs[i].count, frozenset())
+        return consume(i, avail, reqs[i].count)
 
-    def consume(
-        i: int, avail: tuple[int, ...], desired: int, visited: frozenset[int]
-    ) -> frozenset[bool]:
+    def consume(i: int, avail: tuple[int, ...], desired: int) -> frozenset[bool]:
+        # A visited group is either what finished the request or now empty, so the
+        # groups still to visit are exactly the matching ones with instances left.
         nonlocal steps
-        key = (i, avail, desired, visited)
+        key = (i, avail, desired)
         if key in memo:
             return memo[key]
         steps += 1
         if steps > MAX_CHECKER_STEPS:
             raise _TooMany
-        options = [
-            j for j in range(len(groups)) if j not in visited and avail[j] > 0 and matches[i][j]
-        ]
+        options = [j for j in range(len(groups)) if avail[j] > 0 and matches[i][j]]
         out: set[bool] = set()
         if not options:
             out.add(False)
@@ -331,7 +329,7 @@ def feasibility(group: TaskGroup, node: Node) -> frozenset[bool]:
             if desired - take == 0:
                 out |= run(i + 1, after)
             else:
-                out |= consume(i, after, desired - take, visited | {j})
+                out |= consume(i, after, desired - take)
             if len(out) == 2:
                 break
         memo[key] = frozenset(out)
