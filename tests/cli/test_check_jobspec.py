@@ -345,3 +345,9 @@ def test_hcl_json_syntax_is_refused() -> None:
 def test_bad_json_has_line_and_column() -> None:
     with pytest.raises(JobError, match=r"^job.json:2:3: "):
         parse_job_text("{\n  x}", "job.json")
+
+
+def test_job_type_is_read() -> None:
+    job = parse_job_text('job "s" {\n  type = "system"\n  group "g" {}\n}\n', "s.hcl")
+    assert job.type == "system"
+    assert parse_job_text('{"Job": {"ID": "b", "Type": "batch"}}', "b.json").type == "batch"

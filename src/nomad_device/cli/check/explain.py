@@ -174,6 +174,13 @@ def render_text(report: Report, style: Style) -> str:
     lines = [
         f'Job "{job.id}" ({job.origin}) against {report.source}',
     ]
+    if job.type in ("system", "sysbatch"):
+        lines.append(
+            style.yellow(
+                f"note: {job.type} jobs may preempt lower-priority allocations for devices; "
+                "check counts every held instance as held"
+            )
+        )
     for g in report.groups:
         lines.append("")
         lines.append(style.bold(_group_heading(g.group)))
@@ -301,6 +308,7 @@ def render_json(report: Report) -> dict[str, Any]:
     return {
         "Job": report.job.id,
         "Source": report.source,
+        "Type": report.job.type,
         "Places": report.all_place,
         "TaskGroups": [_group_json(g) for g in report.groups],
     }

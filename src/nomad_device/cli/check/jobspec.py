@@ -323,6 +323,7 @@ class _JsonJob:
             self.string(job.get("NodePool"), f"{path}.NodePool") or "default",
             self.string(job.get("Namespace"), f"{path}.Namespace") or "default",
             self.origin,
+            self.string(job.get("Type"), f"{path}.Type") or "service",
         )
 
     def devices(self, task: jsonpos.Located, tpath: str) -> tuple[DeviceRequest, ...]:
@@ -499,6 +500,7 @@ class _HclJob:
         dcs: list[str] = []
         pool = "default"
         namespace = "default"
+        job_type = "service"
         for kind, name, labels, value, node in self.items(body):
             if kind == "attribute" and name == "datacenters":
                 got = self.value(value)
@@ -509,11 +511,15 @@ class _HclJob:
                 pool = self.as_string(value, node, "node_pool") or "default"
             elif kind == "attribute" and name == "namespace":
                 namespace = self.as_string(value, node, "namespace") or "default"
+            elif kind == "attribute" and name == "type":
+                job_type = self.as_string(value, node, "type") or "service"
             elif kind == "block" and name == "group":
                 if len(labels) != 1:
                     raise self.fail(node, 'a group block takes one label: group "<name>" { }')
                 groups.append(self.group(labels[0], value))
-        return Job(job_id, tuple(groups), tuple(dcs) or ("*",), pool, namespace, self.origin)
+        return Job(
+            job_id, tuple(groups), tuple(dcs) or ("*",), pool, namespace, self.origin, job_type
+        )
 
     def group(self, name: str, body: Any) -> TaskGroup:
         tasks = []

@@ -87,6 +87,7 @@ class Job:
     node_pool: str = "default"
     namespace: str = "default"
     origin: str = ""
+    type: str = "service"
 
 
 @dataclass(frozen=True)
