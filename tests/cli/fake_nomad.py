@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import ipaddress
 import json
+import socketserver
 import ssl
 import threading
 from dataclasses import dataclass, field
@@ -243,7 +244,8 @@ class FakeNomad:
     certs: Certs | None = None
     seen: list[tuple[str, dict[str, list[str]], dict[str, str]]] = field(default_factory=list)
 
-    def start(self) -> str:
+    def start(self, unix_socket: Path | None = None) -> str:
+        """Serve on loopback TCP (TLS when ``certs``), or on a unix socket."""
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -278,6 +280,15 @@ class FakeNomad:
                 self.end_headers()
                 self.wfile.write(data)
 
+        if unix_socket is not None:
+
+            class UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+                daemon_threads = True
+
+            self.server = UnixServer(str(unix_socket), Handler)  # type: ignore[assignment]
+            self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+            self.thread.start()
+            return f"unix://{unix_socket}"
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         scheme = "http"
         if self.certs is not None:

@@ -347,6 +347,42 @@ def test_cluster_unverified_without_the_ca(
     assert skipped.returncode == 0, skipped.stderr
 
 
+def test_cluster_on_a_unix_socket_with_basic_auth(tmp_path: Path) -> None:
+    mock = device_group(
+        "nomad",
+        "file",
+        "mock",
+        [("device02", True, "")],
+        **{"cool-attribute": "attribute-wearing-sunglasses"},
+    )
+    fake = FakeNomad(nodes=[node("8d3f0c55-1111", "client-1", [mock])])
+    address = fake.start(unix_socket=tmp_path / "nomad.sock")
+    try:
+        job = write(tmp_path / "job.hcl", JOB % {"count": 1})
+        env = cli_env(NOMAD_ADDR=address, NOMAD_HTTP_AUTH="ops:pw")
+        result = run_cli("check", str(job), "--nomad", env=env)
+    finally:
+        fake.stop()
+    assert result.returncode == 0, result.stderr
+    assert "nomad/file/mock [device02]" in result.stdout
+    assert fake.seen[0][2].get("Authorization") == "Basic b3BzOnB3"  # ops:pw
+
+
+def test_job_from_stdin(tmp_path: Path) -> None:
+    nodes = write(tmp_path / "node.json", json.dumps(node("1111aaaa-2222", "gpu-1", [T4])))
+    result = subprocess.run(
+        [*launcher_command(), "check", "-", "--node", str(nodes)],
+        input=GPU_JOB % {"count": 2, "memory": "8 GiB"},
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "nvidia/gpu/T4 [GPU-aaa, GPU-bbb]" in result.stdout
+
+
 def test_cluster_unreachable(tmp_path: Path) -> None:
     job = write(tmp_path / "job.hcl", JOB % {"count": 1})
     env = cli_env(NOMAD_ADDR="http://127.0.0.1:9")

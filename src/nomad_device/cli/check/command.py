@@ -45,6 +45,8 @@ def run_check(app: App) -> int:
             f"(given: {what})",
             2,
         )
+    if opts.job == "-" and opts.node_file == "-":
+        raise Failure("the job and --node cannot both come from stdin", 2)
     try:
         job = load_job(opts.job, opts.variables, opts.var_files)
     except JobError as exc:
