@@ -351,3 +351,57 @@ def test_job_type_is_read() -> None:
     job = parse_job_text('job "s" {\n  type = "system"\n  group "g" {}\n}\n', "s.hcl")
     assert job.type == "system"
     assert parse_job_text('{"Job": {"ID": "b", "Type": "batch"}}', "b.json").type == "batch"
+
+
+def test_damaged_input_only_ever_gives_job_errors() -> None:
+    # Cut and splice a valid jobspec and API JSON at random: every outcome is a job or a
+    # JobError with a file:line prefix, never another exception.
+    import random
+
+    hcl = """job "j" {
+  group "g" {
+    task "t" {
+      resources {
+        device "nvidia/gpu" {
+          count = 2
+          constraint {
+            attribute = "${device.attr.memory}"
+            operator  = ">="
+            value     = "2 GiB"
+          }
+          affinity {
+            attribute = device.model
+            value     = "T4"
+            weight    = -50
+          }
+        }
+      }
+    }
+  }
+}
+"""
+    js = _api_job(
+        {
+            "Name": "gpu",
+            "Count": 2,
+            "Constraints": [{"LTarget": "${device.model}", "RTarget": "T4", "Operand": "="}],
+            "Affinities": [
+                {"LTarget": "${device.model}", "RTarget": "T4", "Operand": "=", "Weight": 5}
+            ],
+        }
+    )
+    rng = random.Random(7)
+    pieces = ['"', "{", "}", "[", "]", ",", ":", "=", "${", "null", "-1", "1.5", "true", "\n", "\\"]
+    for source in (hcl, js):
+        for _ in range(150):
+            text = source
+            for _ in range(rng.randint(1, 3)):
+                at = rng.randrange(len(text))
+                if rng.random() < 0.5:
+                    text = text[:at] + text[at + rng.randint(1, 6) :]
+                else:
+                    text = text[:at] + rng.choice(pieces) + text[at:]
+            try:
+                parse_job_text(text, "x")
+            except JobError as exc:
+                assert str(exc).startswith("x:") or str(exc).startswith("x "), exc
