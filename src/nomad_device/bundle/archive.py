@@ -10,7 +10,8 @@
 
 Why not shiv or pex: both start the plugin from the zip through their own
 bootstrap on every launch (read the archive's index, build ``sys.path``, run
-``site``), which measured about twice the installed console script's start-up.
+``site``); a warm shiv zipapp of the same tree measured about 30 % more CPU to
+its handshake and 3.3 MiB more memory than this format.
 Here a later launch costs one small read of this file and two system calls
 before the plugin's own imports, from a plain directory of precompiled bytecode
 (see docs/performance.md).
@@ -129,7 +130,7 @@ def _python_section(config: dict[str, Any]) -> tuple[bytes, bytes]:
     """The bootstrap as source (for any Python) and as this Python's code object.
 
     The right Python loads the code object (marshal is stable within a minor
-    version, as .pyc files are) and skips compiling 13 KB of source on every
+    version, as .pyc files are) and skips compiling the source on every
     launch; any other Python compiles the source, whose first act is to say
     it is the wrong one.
     """
