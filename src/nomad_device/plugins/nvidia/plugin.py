@@ -186,6 +186,8 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
                 "ignored_xids": sorted(settings.ignored_xids),
                 "recovery_quiet_period": config.recovery_quiet_period,
                 "temperature_limit": settings.temperature_limit,
+                "dev_root": settings.dev_root,
+                "proc_root": settings.proc_root,
             },
         )
         self.rescan()

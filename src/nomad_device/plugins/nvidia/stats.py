@@ -81,7 +81,7 @@ def device_stats(reading: StatsReading, now: _dt.datetime) -> DeviceStats:
         _fraction(r.memory_used_mib, r.memory_total_mib),
         _fraction(r.bar1_used_mib, r.bar1_total_mib),
         (r.temperature, None),
-        (power, r.power_limit_w) if power is not None else (None, None),
+        _fraction(power, r.power_limit_w),
         (r.ecc_l1, None),
         (r.ecc_l2, None),
         (r.ecc_memory, None),
