@@ -364,6 +364,10 @@ class Nvml:
                     continue
                 handles[uuid] = handle
                 readings.append(self._read_gpu(index, uuid, handle, handles))
+            if unreachable:
+                # A GPU NVML cannot open now keeps its old handle: its stats then
+                # say N/A (every query fails) rather than vanish.
+                handles = {**self._handles, **handles}
             self._handles = handles
             self._uuid_at = {
                 address: uuid

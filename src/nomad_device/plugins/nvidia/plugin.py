@@ -518,10 +518,19 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
                 driver_version=scan.driver_version,
             )
         else:
+            message = f"found {len(scan.gpus)} NVIDIA GPU(s), reported as {devices} device(s)"
+            if scan.unreachable:
+                message += "; NVML cannot open " + "; ".join(scan.unreachable)
             self._log_status(
-                ("found", scan.driver_version, str(len(scan.gpus)), str(devices)),
-                logging.INFO,
-                f"found {len(scan.gpus)} NVIDIA GPU(s), reported as {devices} device(s)",
+                (
+                    "found",
+                    scan.driver_version,
+                    str(len(scan.gpus)),
+                    str(devices),
+                    *scan.unreachable,
+                ),
+                logging.WARNING if scan.unreachable else logging.INFO,
+                message,
                 driver_version=scan.driver_version,
             )
 
