@@ -57,14 +57,26 @@ def test_marks_clear_only_when_quiet_and_queried_fine() -> None:
     marks = HealthMarks()
     marks.mark(["a", "b"], "XID 48: double-bit ECC error", now=100.0)
     assert marks.next_expiry(30.0) == 130.0
+    # The scan the event wakes reports it.
+    for device_id in ("a", "b"):
+        assert marks.settle(device_id, query_ok=True, quiet_period=30.0, now=100.0) is not None
     assert marks.settle("a", query_ok=True, quiet_period=30.0, now=129.0) is not None  # not quiet
     assert marks.settle("a", query_ok=False, quiet_period=30.0, now=140.0) is not None  # not fine
     marks.mark(["b"], "XID 94: contained ECC error", now=120.0)  # restarts b's quiet period
     assert marks.settle("a", query_ok=True, quiet_period=30.0, now=140.0) is None
-    b = marks.settle("b", query_ok=True, quiet_period=30.0, now=140.0)
-    assert b is not None and b.reason == "XID 94: contained ECC error"
+    for now in (140.0, 145.0):  # shown at 140; still within its quiet period at 145
+        b = marks.settle("b", query_ok=True, quiet_period=30.0, now=now)
+        assert b is not None and b.reason == "XID 94: contained ECC error"
+    assert marks.settle("b", query_ok=True, quiet_period=30.0, now=150.0) is None
     marks.forget(keep=[])
     assert marks.next_expiry(30.0) is None
+
+
+def test_a_zero_quiet_period_still_shows_the_event_once() -> None:
+    marks = HealthMarks()
+    marks.mark(["a"], "XID 48: double-bit ECC error", now=10.0)
+    assert marks.settle("a", query_ok=True, quiet_period=0.0, now=10.0) is not None
+    assert marks.settle("a", query_ok=True, quiet_period=0.0, now=10.5) is None
 
 
 def test_verdict_puts_the_event_first_and_dedupes() -> None:

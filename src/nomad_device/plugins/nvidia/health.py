@@ -64,10 +64,15 @@ def describe_xid(xid: int) -> str:
 
 @dataclass(frozen=True)
 class Mark:
-    """An event that made a device unhealthy; ``at`` is ``time.monotonic()``."""
+    """An event that made a device unhealthy; ``at`` is ``time.monotonic()``.
+
+    ``shown`` turns true once a scan has reported it: a mark clears only after
+    Nomad has seen it, even with a quiet period of zero.
+    """
 
     reason: str
     at: float
+    shown: bool = False
 
 
 class HealthMarks:
@@ -93,7 +98,11 @@ class HealthMarks:
         """The mark still in force after this scan (cleared once quiet and queried fine)."""
         with self._lock:
             mark = self._marks.get(device_id)
-            if mark is not None and query_ok and now - mark.at >= quiet_period:
+            if mark is None:
+                return None
+            if not mark.shown:
+                mark = self._marks[device_id] = Mark(mark.reason, mark.at, shown=True)
+            elif query_ok and now - mark.at >= quiet_period:
                 del self._marks[device_id]
                 return None
             return mark

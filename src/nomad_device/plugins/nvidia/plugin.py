@@ -360,8 +360,8 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         if any(not record.query_ok for record in records.values()):
             delay = min(delay, RECHECK_PERIOD)
         expiry = self._marks.next_expiry(settings.quiet_period)
-        if expiry is not None:
-            delay = min(delay, max(0.05, expiry - now + 0.01))
+        if expiry is not None and expiry > now:
+            delay = min(delay, expiry - now + 0.01)
         return delay
 
     # -- events ----------------------------------------------------------------------
