@@ -807,3 +807,24 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
         nanosleep(&pause, NULL);
     }
 }
+
+/* ---------------------------------------------------------- test support */
+
+/* The size of one of the structs above, so a test can compare it with the
+ * binding's ctypes definition; 0 for an unknown name. Not an NVML call. */
+unsigned int fakeNvmlSizeof(const char *name) {
+    static const struct {
+        const char *name;
+        unsigned int size;
+    } sizes[] = {
+        {"nvmlMemory_t", sizeof(nvmlMemory_t)},
+        {"nvmlBAR1Memory_t", sizeof(nvmlBAR1Memory_t)},
+        {"nvmlUtilization_t", sizeof(nvmlUtilization_t)},
+        {"nvmlPciInfo_t", sizeof(nvmlPciInfo_t)},
+        {"nvmlEventData_t", sizeof(nvmlEventData_t)},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (strcmp(sizes[i].name, name) == 0)
+            return sizes[i].size;
+    return 0;
+}

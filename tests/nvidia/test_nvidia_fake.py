@@ -46,6 +46,26 @@ def probe(env: dict[str, str], body: str) -> Any:
     return json.loads(result.stdout.splitlines()[-1])
 
 
+def test_struct_sizes_are_the_bindings(scenario: Scenarios) -> None:
+    out = probe(
+        scenario({"gpus": []}).env(),
+        """
+        import ctypes
+        N.nvmlInit()
+        lib = N.nvmlLib
+        lib.fakeNvmlSizeof.restype = ctypes.c_uint
+        pairs = {"nvmlMemory_t": N.c_nvmlMemory_t, "nvmlBAR1Memory_t": N.c_nvmlBAR1Memory_t,
+                 "nvmlUtilization_t": N.c_nvmlUtilization_t, "nvmlPciInfo_t": N.nvmlPciInfo_t,
+                 "nvmlEventData_t": N.c_nvmlEventData_t}
+        for name, struct in pairs.items():
+            out[name] = [lib.fakeNvmlSizeof(name.encode()), ctypes.sizeof(struct)]
+        """,
+    )
+    assert len(out) == 5
+    for name, (ours, theirs) in out.items():
+        assert ours == theirs, name
+
+
 def test_structs_match_the_bindings_layouts(scenario: Scenarios) -> None:
     live = scenario({"driver": "550.54.15", "gpus": [gpu(0), gpu(1, temperature=77)]})
     out = probe(
