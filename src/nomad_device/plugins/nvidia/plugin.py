@@ -71,6 +71,9 @@ IDLE_PERIOD: Final = 0.5
 
 _NOT_AVAILABLE: Final = "N/A"
 
+#: A MIG instance as events name it: (device ID, GPU instance, compute instance).
+_Child = tuple[str, int | None, int | None]
+
 
 @dataclass(frozen=True)
 class _Record:
@@ -159,7 +162,7 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         self._known: dict[str, _Record] = {}
         self._published = _Published()
         # For events: GPU UUID -> its MIG instances' (ID, GPU instance, compute instance).
-        self._children: dict[str, tuple[tuple[str, int | None, int | None], ...]] = {}
+        self._children: dict[str, tuple[_Child, ...]] = {}
         self._event_gpus: frozenset[str] = frozenset()
         # What was logged, so that a lasting state is logged once.
         self._status: tuple[str, ...] = ()
@@ -195,6 +198,11 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
     # -- fingerprint ---------------------------------------------------------------
 
     def detect(self) -> list[DeviceGroup]:
+        """Query every GPU, settle health, and publish the groups Nomad will see.
+
+        Also decides when the next scan is due: sooner than the period while a
+        query is failing or an event mark may clear.
+        """
         settings = self._settings
         if not settings.enabled:
             self._log_status(
@@ -231,11 +239,11 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
 
     def _records(
         self, scan: Scan, settings: Settings
-    ) -> tuple[dict[str, _Record], dict[str, tuple[tuple[str, int | None, int | None], ...]]]:
+    ) -> tuple[dict[str, _Record], dict[str, tuple[_Child, ...]]]:
         """Records for the devices this scan read, MIG instances in place of their GPU."""
         ignored = settings.ignored_gpu_ids
         records: dict[str, _Record] = {}
-        children: dict[str, tuple[tuple[str, int | None, int | None], ...]] = {}
+        children: dict[str, tuple[_Child, ...]] = {}
         for gpu in scan.gpus:
             if gpu.uuid in ignored:
                 continue  # ignoring a GPU also hides its MIG instances
@@ -254,7 +262,7 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
                     )
                 )
                 continue
-            kids: list[tuple[str, int | None, int | None]] = []
+            kids: list[_Child] = []
             for mig in gpu.migs:
                 if mig.uuid in ignored:
                     continue
@@ -482,6 +490,7 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
     # -- stats -------------------------------------------------------------------------
 
     def stats(self) -> list[DeviceGroupStats]:
+        """Every reported instance's statistics; a failing query is N/A, never an error."""
         with self._lock:
             entries = self._published.entries
         if not entries:
