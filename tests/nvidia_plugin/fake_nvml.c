@@ -6,7 +6,7 @@
  * ctypes code runs unchanged. What it reports comes from a scenario file named
  * by FAKE_NVML_SCENARIO, re-read whenever that file changes (inode, size or
  * mtime), so a test can make a GPU vanish or an event fire under a live
- * stream. tests/nvidia/fakenvml.py writes the file from a Python dict; one
+ * stream. tests/nvidia_plugin/fakenvml.py writes the file from a Python dict; one
  * record per line, fields separated by tabs:
  *
  *   init    <nvml return code of nvmlInit>          (9: driver not loaded)

@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fakenvml import Scenario
-
 from nomad_device.model import Device, DeviceGroup
 from nomad_device.plugins.nvidia.config import CONFIG_SPEC
 from nomad_device.testing import config_from_json
+
+from .fakenvml import Scenario
 
 PLUGIN = [sys.executable, "-m", "nomad_device.plugins.nvidia"]
 

@@ -13,14 +13,15 @@ from typing import Any
 
 import grpc
 import pytest
-from fakenvml import gpu, gpu_uuid
-from nvidia_support import PLUGIN, Scenarios, devices, encode
 
 from nomad_device.cli import hclconfig
 from nomad_device.host import CallError
 from nomad_device.wire import hclspec
 from nomad_device.wire.hcldec import compile_spec, decode
 from nomad_device.wire.hcldec import encode as encode_decoded
+
+from .fakenvml import gpu, gpu_uuid
+from .nvidia_support import PLUGIN, Scenarios, devices, encode
 
 pytest.importorskip("hcl2")
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakenvml import Scenario
-from nvidia_support import FAST, PLUGIN, Scenarios, encode
+
+from .fakenvml import Scenario
+from .nvidia_support import FAST, PLUGIN, Scenarios, encode
 
 HERE = Path(__file__).parent
 SOURCE = HERE / "fake_nvml.c"

@@ -13,10 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from fakenvml import gpu, mig
-from nvidia_support import PLUGIN, Scenarios
 
 from nomad_device.testing.conformance import SuiteOptions, run_conformance
+
+from .fakenvml import gpu, mig
+from .nvidia_support import PLUGIN, Scenarios
 
 pytest.importorskip("pynvml")
 

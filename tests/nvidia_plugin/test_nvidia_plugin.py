@@ -14,7 +14,11 @@ from typing import Any
 
 import grpc
 import pytest
-from fakenvml import (
+
+from nomad_device.host import CallError
+from nomad_device.model import Attribute, DeviceSpec
+
+from .fakenvml import (
     A100,
     DOUBLE_BIT_ECC,
     ERROR_GPU_IS_LOST,
@@ -25,10 +29,7 @@ from fakenvml import (
     mig,
     mig_uuid,
 )
-from nvidia_support import Scenarios, devices, encode, until
-
-from nomad_device.host import CallError
-from nomad_device.model import Attribute, DeviceSpec
+from .nvidia_support import Scenarios, devices, encode, until
 
 pytest.importorskip("pynvml")
 

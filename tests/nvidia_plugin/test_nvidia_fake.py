@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 import pytest
-from fakenvml import (
+
+from .fakenvml import (
     A100,
     DOUBLE_BIT_ECC,
     ERROR_GPU_IS_LOST,
@@ -25,7 +26,7 @@ from fakenvml import (
     gpu_uuid,
     mig,
 )
-from nvidia_support import Scenarios
+from .nvidia_support import Scenarios
 
 pytest.importorskip("pynvml")
 
