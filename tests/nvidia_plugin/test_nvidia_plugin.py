@@ -193,9 +193,7 @@ def test_application_xids_are_skipped_and_the_list_is_configurable(
     assert devices(sick)[G0].health_description.startswith("XID 13: graphics engine exception")
 
 
-def test_double_bit_ecc_event_and_a_repeat_restarts_the_quiet_period(
-    scenario: Scenarios, nvidia: Start
-) -> None:
+def test_a_double_bit_ecc_event_marks_the_gpu(scenario: Scenarios, nvidia: Start) -> None:
     live = scenario({"gpus": [gpu(0)]})
     plugin = nvidia(live.env(), fingerprint_period="1h", recovery_quiet_period="1h")
     with plugin.client.fingerprint() as stream:
