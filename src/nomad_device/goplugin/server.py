@@ -115,8 +115,10 @@ async def _serve(config: ServeConfig, capture: StdioCapture | None) -> int:
         log.debug(
             "plugin address", extra={"network": listener.network, "address": listener.address}
         )
-        _write_handshake(capture, line.render())
+        # Handlers first: a host may signal us the moment it reads the handshake,
+        # and Python's default SIGINT handler would end the process.
         _install_signal_handlers(loop, stop)
+        _write_handshake(capture, line.render())
         await stop.wait()
         log.debug("stopping plugin server")
         await server.stop(STOP_GRACE_SECONDS)
