@@ -73,6 +73,12 @@ class Options:
     log_level: str = "info"
     color: str = "auto"
     keep: bool = False
+    #: ``check``: the job file, and where the devices come from besides a plugin.
+    job: str | None = None
+    node_file: str | None = None
+    nomad: bool = False
+    variables: list[str] = field(default_factory=list)
+    var_files: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -423,6 +429,11 @@ class App:
 
         opened = self.open()
         return Repl(self, opened).run()
+
+    def cmd_check(self) -> int:
+        from nomad_device.cli.check.command import run_check
+
+        return run_check(self)
 
     def cmd_demo(self) -> int:
         from nomad_device.cli.demo import run_demo
