@@ -364,3 +364,23 @@ def test_garbage_tunables_are_logged_once_and_ignored(caplog: pytest.LogCaptureF
         "rescan_settle = 'fast' is not a non-negative number; using 0.02",
         "slow_call_seconds = None is not a non-negative number; using 10",
     ]
+
+
+def test_a_period_set_by_detect_itself_applies_to_the_next_wait() -> None:
+    """Plugins (the NVIDIA one) schedule their next scan from inside detect()."""
+    from nomad_device import Device, DeviceGroup, DevicePlugin
+    from nomad_device.testing import InProcessHarness
+
+    class Scheduling(DevicePlugin[None]):
+        name = "scheduling"
+        fingerprint_period = 3600.0
+        calls = 0
+
+        def detect(self) -> list[DeviceGroup]:
+            self.calls += 1
+            self.fingerprint_period = 0.05  # "a mark expires soon: look again then"
+            return [DeviceGroup("t", "t", "t", (Device(f"d{self.calls}"),))]
+
+    with InProcessHarness(Scheduling()) as h, h.fingerprint() as stream:
+        ids = [stream.next(10)[0].devices[0].id for _ in range(3)]
+    assert ids == ["d1", "d2", "d3"]

@@ -35,11 +35,13 @@ import contextlib
 import inspect
 import logging
 import math
-import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+
+if TYPE_CHECKING:
+    import queue
 
 __all__ = [
     "POOL_SIZES",
@@ -80,6 +82,8 @@ class _Pool:
     def __init__(self, name: str, size: int) -> None:
         self._name = name
         self._size = size
+        import queue  # here: pools start with the first call, after the handshake
+
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()

@@ -301,7 +301,8 @@ class FingerprintEngine:
         self._reported_unhealthy = False
         self._good = groups
         await self._publish(groups)
-        return period
+        # Read again: detect() may have set the period for the next scan itself.
+        return max(0.01, tunable(plugin, "fingerprint_period"))
 
     async def _failed(self, exc: Exception, period: float) -> float:
         now = time.monotonic()
