@@ -36,7 +36,6 @@ import types
 import typing
 from collections.abc import Callable
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any, Final, TypeVar, cast
 
 from nomad_device.wire import cty, hclspec
@@ -67,6 +66,8 @@ class ConfigError(ValueError):
 
 class _Conv(abc.ABC):
     """Maps one Python annotation to a cty type and converts decoded values to it."""
+
+    __slots__ = ()
 
     @abc.abstractmethod
     def type_expr(self) -> str: ...
@@ -147,9 +148,15 @@ class _Duration(_Conv):
         return format_duration((delta // timedelta(microseconds=1)) * 1000)
 
 
-@dataclasses.dataclass(frozen=True)
+# The converters and plans below are plain classes, not dataclasses: config.py is
+# imported at every plugin's first SetConfig, and a dataclass costs ~0.7 ms to define.
+
+
 class _Optional(_Conv):
-    inner: _Conv
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: _Conv) -> None:
+        self.inner = inner
 
     def type_expr(self) -> str:
         return self.inner.type_expr()
@@ -167,9 +174,11 @@ def _element(conv: _Conv, value: object, path: cty.Path) -> object:
     return conv.decode(value, path)
 
 
-@dataclasses.dataclass(frozen=True)
 class _ListOf(_Conv):
-    inner: _Conv
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: _Conv) -> None:
+        self.inner = inner
 
     def type_expr(self) -> str:
         return f"list({self.inner.type_expr()})"
@@ -182,10 +191,12 @@ class _ListOf(_Conv):
         return [self.inner.to_plain(v) for v in cast(list[object], value)]
 
 
-@dataclasses.dataclass(frozen=True)
 class _SetOf(_Conv):
-    inner: _Conv
-    frozen: bool
+    __slots__ = ("frozen", "inner")
+
+    def __init__(self, inner: _Conv, frozen: bool) -> None:
+        self.inner = inner
+        self.frozen = frozen
 
     def type_expr(self) -> str:
         return f"set({self.inner.type_expr()})"
@@ -200,9 +211,11 @@ class _SetOf(_Conv):
         return sorted(plain, key=repr)
 
 
-@dataclasses.dataclass(frozen=True)
 class _MapOf(_Conv):
-    inner: _Conv
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: _Conv) -> None:
+        self.inner = inner
 
     def type_expr(self) -> str:
         return f"map({self.inner.type_expr()})"
@@ -221,6 +234,8 @@ def _show_number(value: object) -> str:
     if isinstance(value, float):
         return repr(value) if math.isfinite(value) else str(value)
     if isinstance(value, int) and abs(value) >= 10**21:
+        from decimal import Decimal
+
         return f"{Decimal(value):.6g}"
     return str(value)
 
@@ -230,28 +245,41 @@ def _show_number(value: object) -> str:
 _MISSING: Final = dataclasses.MISSING
 
 
-@dataclasses.dataclass(frozen=True)
 class _Field:
     """How one dataclass field maps to the schema and back."""
 
-    py_name: str
-    hcl_name: str
-    kind: str  # "attr", "block", "block_list" or "block_map"
-    conv: _Conv | None  # attributes only
-    nested: type | None  # blocks only
-    optional: bool
-    default: Callable[[], object] | None  # None when the field has no default
+    __slots__ = ("conv", "default", "hcl_name", "kind", "nested", "optional", "py_name")
+
+    def __init__(
+        self,
+        py_name: str,
+        hcl_name: str,
+        kind: str,  # "attr", "block", "block_list" or "block_map"
+        conv: _Conv | None,  # attributes only
+        nested: type | None,  # blocks only
+        optional: bool,
+        default: Callable[[], object] | None,  # None when the field has no default
+    ) -> None:
+        self.py_name = py_name
+        self.hcl_name = hcl_name
+        self.kind = kind
+        self.conv = conv
+        self.nested = nested
+        self.optional = optional
+        self.default = default
 
     @property
     def required(self) -> bool:
         return self.default is None and not self.optional
 
 
-@dataclasses.dataclass(frozen=True)
 class _Plan:
-    cls: type
-    fields: tuple[_Field, ...]
-    spec: hclspec.Object
+    __slots__ = ("cls", "fields", "spec")
+
+    def __init__(self, cls: type, fields: tuple[_Field, ...], spec: hclspec.Object) -> None:
+        self.cls = cls
+        self.fields = fields
+        self.spec = spec
 
 
 def _is_dataclass_type(tp: object) -> bool:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
-from typing import Final, TypeVar
+from typing import Final, TypeVar, cast
+
+from nomad_device.frozen import frozen
 
 __all__ = [
     "UNITS",
@@ -125,7 +127,12 @@ def _frozen_map(items: Mapping[K, V] | None) -> Mapping[K, V]:
     return MappingProxyType(dict(items or {}))
 
 
-@dataclass(frozen=True)
+# The value classes below are frozen (nomad_device.frozen): their __init__ fills
+# the instance __dict__ directly, the cheapest way past the frozen __setattr__
+# (a node may report 100,000 devices or stats values a scan).
+
+
+@frozen
 class Attribute:
     """A typed attribute value; jobs constrain on it as ``${device.attr.<name>}``.
 
@@ -135,6 +142,20 @@ class Attribute:
 
     value: AttributeValue
     unit: str = ""
+
+    def __init__(self, value: AttributeValue, unit: str = "") -> None:
+        d = self.__dict__
+        d["value"] = value
+        d["unit"] = unit
+
+    def __eq__(self, other: object) -> bool:
+        # Written out, not generic: the engine compares every group's attributes each scan.
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.value, self.unit) == (other.value, other.unit)
+
+    def __hash__(self) -> int:
+        return hash((self.value, self.unit))
 
     def validate(self) -> list[str]:
         problems: list[str] = []
@@ -166,7 +187,7 @@ class Attribute:
         return f"{text} {self.unit}" if self.unit else text
 
 
-@dataclass(frozen=True)
+@frozen
 class Device:
     """One schedulable instance; ``id`` must be stable across plugin restarts."""
 
@@ -174,6 +195,33 @@ class Device:
     healthy: bool = True
     health_description: str = ""
     pci_bus_id: str | None = None
+
+    def __init__(
+        self,
+        id: str,
+        healthy: bool = True,
+        health_description: str = "",
+        pci_bus_id: str | None = None,
+    ) -> None:
+        d = self.__dict__
+        d["id"] = id
+        d["healthy"] = healthy
+        d["health_description"] = health_description
+        d["pci_bus_id"] = pci_bus_id
+
+    def __eq__(self, other: object) -> bool:
+        # Written out, not generic: the engine compares every device of every scan.
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.id, self.healthy, self.health_description, self.pci_bus_id) == (
+            other.id,
+            other.healthy,
+            other.health_description,
+            other.pci_bus_id,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.healthy, self.health_description, self.pci_bus_id))
 
     def validate(self) -> list[str]:
         if isinstance(self.id, str) and self.id.isascii() and self.id:
@@ -199,7 +247,7 @@ class Device:
         return problems
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceGroup:
     """Devices sharing vendor/type/name and attributes; jobs ask for them as
     ``vendor/type/name``."""
@@ -210,9 +258,20 @@ class DeviceGroup:
     devices: tuple[Device, ...] = ()
     attributes: Mapping[str, Attribute] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "devices", tuple(self.devices))
-        object.__setattr__(self, "attributes", _frozen_map(self.attributes))
+    def __init__(
+        self,
+        vendor: str,
+        type: str,
+        name: str,
+        devices: tuple[Device, ...] = (),
+        attributes: Mapping[str, Attribute] | None = None,
+    ) -> None:
+        d = self.__dict__
+        d["vendor"] = vendor
+        d["type"] = type
+        d["name"] = name
+        d["devices"] = tuple(devices)
+        d["attributes"] = _frozen_map(attributes)
 
     @property
     def key(self) -> str:
@@ -256,13 +315,19 @@ class DeviceGroup:
     __hash__ = None  # type: ignore[assignment]
 
 
-@dataclass(frozen=True)
+@frozen
 class Mount:
     """A host path bind-mounted into the task."""
 
     task_path: str
     host_path: str
     read_only: bool = False
+
+    def __init__(self, task_path: str, host_path: str, read_only: bool = False) -> None:
+        d = self.__dict__
+        d["task_path"] = task_path
+        d["host_path"] = host_path
+        d["read_only"] = read_only
 
     def validate(self) -> list[str]:
         problems = [
@@ -278,7 +343,7 @@ class Mount:
         return problems
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceSpec:
     """A device node exposed to the task; ``permissions`` are cgroup perms such
     as ``"rw"`` or ``"rwm"``."""
@@ -286,6 +351,12 @@ class DeviceSpec:
     task_path: str
     host_path: str
     permissions: str = "rw"
+
+    def __init__(self, task_path: str, host_path: str, permissions: str = "rw") -> None:
+        d = self.__dict__
+        d["task_path"] = task_path
+        d["host_path"] = host_path
+        d["permissions"] = permissions
 
     def validate(self) -> list[str]:
         checks = (
@@ -296,7 +367,7 @@ class DeviceSpec:
         return [p for p in checks if p]
 
 
-@dataclass(frozen=True)
+@frozen
 class Reservation:
     """How a task gets access to the reserved devices."""
 
@@ -304,10 +375,16 @@ class Reservation:
     mounts: tuple[Mount, ...] = ()
     devices: tuple[DeviceSpec, ...] = ()
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "envs", _frozen_map(self.envs))
-        object.__setattr__(self, "mounts", tuple(self.mounts))
-        object.__setattr__(self, "devices", tuple(self.devices))
+    def __init__(
+        self,
+        envs: Mapping[str, str] | None = None,
+        mounts: tuple[Mount, ...] = (),
+        devices: tuple[DeviceSpec, ...] = (),
+    ) -> None:
+        d = self.__dict__
+        d["envs"] = _frozen_map(envs)
+        d["mounts"] = tuple(mounts)
+        d["devices"] = tuple(devices)
 
     def validate(self) -> list[str]:
         """Problems that keep this reservation off the wire (empty when valid)."""
@@ -339,7 +416,7 @@ class Reservation:
     __hash__ = None  # type: ignore[assignment]
 
 
-@dataclass(frozen=True)
+@frozen
 class StatValue:
     """One statistic: a number (optionally a fraction), a string or a bool.
 
@@ -355,6 +432,27 @@ class StatValue:
     bool_value: bool | None = None
     unit: str = ""
     desc: str = ""
+
+    def __init__(
+        self,
+        float_numerator: float | None = None,
+        float_denominator: float | None = None,
+        int_numerator: int | None = None,
+        int_denominator: int | None = None,
+        string_value: str | None = None,
+        bool_value: bool | None = None,
+        unit: str = "",
+        desc: str = "",
+    ) -> None:
+        d = self.__dict__
+        d["float_numerator"] = float_numerator
+        d["float_denominator"] = float_denominator
+        d["int_numerator"] = int_numerator
+        d["int_denominator"] = int_denominator
+        d["string_value"] = string_value
+        d["bool_value"] = bool_value
+        d["unit"] = unit
+        d["desc"] = desc
 
     def _fine(self) -> bool:
         """The common case, checked cheaply: a node may report 100,000 of these a second."""
@@ -415,16 +513,21 @@ class StatValue:
         return problems
 
 
-@dataclass(frozen=True)
+@frozen
 class StatObject:
     """A tree of named statistics."""
 
     attributes: Mapping[str, StatValue] = field(default_factory=dict)
     nested: Mapping[str, StatObject] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "attributes", _frozen_map(self.attributes))
-        object.__setattr__(self, "nested", _frozen_map(self.nested))
+    def __init__(
+        self,
+        attributes: Mapping[str, StatValue] | None = None,
+        nested: Mapping[str, StatObject] | None = None,
+    ) -> None:
+        d = self.__dict__
+        d["attributes"] = _frozen_map(attributes)
+        d["nested"] = _frozen_map(nested)
 
     def _fine(self, depth: int) -> bool:
         """The common case, checked without building messages (and remembered)."""
@@ -484,7 +587,17 @@ def _utcnow() -> _dt.datetime:
     return _dt.datetime.now(_dt.UTC)
 
 
-@dataclass(frozen=True)
+class _Now:
+    """The default ``DeviceStats.timestamp``: the moment the stats are made."""
+
+    def __repr__(self) -> str:
+        return "<now>"
+
+
+_NOW: Final = cast(_dt.datetime, _Now())
+
+
+@frozen
 class DeviceStats:
     """Statistics of one device instance at one moment.
 
@@ -494,6 +607,17 @@ class DeviceStats:
     summary: StatValue | None = None
     stats: StatObject | None = None
     timestamp: _dt.datetime = field(default_factory=_utcnow)
+
+    def __init__(
+        self,
+        summary: StatValue | None = None,
+        stats: StatObject | None = None,
+        timestamp: _dt.datetime = _NOW,
+    ) -> None:
+        d = self.__dict__
+        d["summary"] = summary
+        d["stats"] = stats
+        d["timestamp"] = _utcnow() if timestamp is _NOW else timestamp
 
     def validate(self, checked: set[_dt.datetime] | None = None) -> list[str]:
         """Problems that keep these stats off the wire; ``checked`` holds timestamps
@@ -529,7 +653,7 @@ class DeviceStats:
         return problems
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceGroupStats:
     """Statistics of the instances of one group, keyed by device ID."""
 
@@ -538,8 +662,18 @@ class DeviceGroupStats:
     name: str
     instance_stats: Mapping[str, DeviceStats] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "instance_stats", _frozen_map(self.instance_stats))
+    def __init__(
+        self,
+        vendor: str,
+        type: str,
+        name: str,
+        instance_stats: Mapping[str, DeviceStats] | None = None,
+    ) -> None:
+        d = self.__dict__
+        d["vendor"] = vendor
+        d["type"] = type
+        d["name"] = name
+        d["instance_stats"] = _frozen_map(instance_stats)
 
     def validate(self) -> list[str]:
         problems: list[str] = []
@@ -604,7 +738,7 @@ def group_of(
     return DeviceGroup(vendor, type, name, tuple(devices), dict(attributes or {}))
 
 
-@dataclass(frozen=True)
+@frozen
 class PluginInfo:
     """What ``PluginInfo`` answers; Nomad keys plugins by ``name``."""
 
@@ -612,6 +746,19 @@ class PluginInfo:
     version: str
     api_versions: tuple[str, ...] = ("v0.1.0",)
     type: int = 3  # DEVICE
+
+    def __init__(
+        self,
+        name: str,
+        version: str,
+        api_versions: tuple[str, ...] = ("v0.1.0",),
+        type: int = 3,
+    ) -> None:
+        d = self.__dict__
+        d["name"] = name
+        d["version"] = version
+        d["api_versions"] = api_versions
+        d["type"] = type
 
     def validate(self) -> list[str]:
         problems = [

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Final
+
+from nomad_device.frozen import frozen
 
 __all__ = [
     "CORE_PROTOCOL_VERSION",
@@ -46,7 +47,7 @@ class HandshakeError(Exception):
     """The handshake line or environment is not what go-plugin expects."""
 
 
-@dataclass(frozen=True)
+@frozen
 class HandshakeConfig:
     """What host and plugin must agree on before talking.
 
@@ -57,6 +58,14 @@ class HandshakeConfig:
     protocol_version: int
     magic_cookie_key: str
     magic_cookie_value: str
+
+    def __init__(
+        self, protocol_version: int, magic_cookie_key: str, magic_cookie_value: str
+    ) -> None:
+        d = self.__dict__
+        d["protocol_version"] = protocol_version
+        d["magic_cookie_key"] = magic_cookie_key
+        d["magic_cookie_value"] = magic_cookie_value
 
     def cookie_ok(self, environ: Mapping[str, str] | None = None) -> bool:
         env = os.environ if environ is None else environ
@@ -81,7 +90,7 @@ def negotiate_version(offered: str | None, supported: Iterable[int]) -> int:
     return common[-1] if common else ours[-1]
 
 
-@dataclass(frozen=True)
+@frozen
 class HandshakeLine:
     """The single line a plugin prints on stdout once it listens."""
 
@@ -92,6 +101,25 @@ class HandshakeLine:
     cert: str = ""
     core_version: int = CORE_PROTOCOL_VERSION
     multiplex: bool | None = None
+
+    def __init__(
+        self,
+        app_version: int,
+        network: str,
+        address: str,
+        protocol: str = "grpc",
+        cert: str = "",
+        core_version: int = CORE_PROTOCOL_VERSION,
+        multiplex: bool | None = None,
+    ) -> None:
+        d = self.__dict__
+        d["app_version"] = app_version
+        d["network"] = network
+        d["address"] = address
+        d["protocol"] = protocol
+        d["cert"] = cert
+        d["core_version"] = core_version
+        d["multiplex"] = multiplex
 
     def render(self) -> str:
         fields = [

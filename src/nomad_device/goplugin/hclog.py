@@ -20,9 +20,11 @@ import threading
 import traceback
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import TracebackType
 from typing import Any, Final
+
+from nomad_device.frozen import frozen
 
 __all__ = [
     "TRACE",
@@ -362,7 +364,7 @@ def install_plugin_logging(level: int = TRACE, capture_stdio: bool = True) -> St
     return capture
 
 
-@dataclass(frozen=True)
+@frozen
 class HclogEntry:
     """One parsed stderr line from a plugin."""
 
@@ -372,6 +374,23 @@ class HclogEntry:
     module: str | None = None
     fields: Mapping[str, object] = field(default_factory=dict)
     raw: bool = False
+
+    def __init__(
+        self,
+        level: str,
+        message: str,
+        timestamp: _dt.datetime | None,
+        module: str | None = None,
+        fields: Mapping[str, object] | None = None,
+        raw: bool = False,
+    ) -> None:
+        d = self.__dict__
+        d["level"] = level
+        d["message"] = message
+        d["timestamp"] = timestamp
+        d["module"] = module
+        d["fields"] = {} if fields is None else fields
+        d["raw"] = raw
 
 
 _TS_FORMATS: Final = ("%Y-%m-%dT%H:%M:%S.%f%z",)

@@ -20,11 +20,12 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Final, NoReturn
 
 import grpc
 
+from nomad_device.frozen import frozen
 from nomad_device.goplugin import handshake as hs
 from nomad_device.goplugin.hclog import TRACE, StdioCapture, install_plugin_logging
 from nomad_device.goplugin.services import add_goplugin_services
@@ -56,7 +57,7 @@ Registrar = Callable[[grpc.aio.Server], Awaitable[None]]
 log = logging.getLogger("goplugin.server")
 
 
-@dataclass(frozen=True)
+@frozen
 class ServeConfig:
     """What to serve: the handshake and, per app protocol version, the services.
 
@@ -72,12 +73,31 @@ class ServeConfig:
     on_stop: Callable[[], Awaitable[None]] | None = None
     grpc_options: tuple[tuple[str, int | str], ...] = field(default=())
 
+    def __init__(
+        self,
+        handshake: hs.HandshakeConfig,
+        versions: Mapping[int, Registrar],
+        network: str | None = None,
+        log_level: int = TRACE,
+        on_stop: Callable[[], Awaitable[None]] | None = None,
+        grpc_options: tuple[tuple[str, int | str], ...] = (),
+    ) -> None:
+        d = self.__dict__
+        d["handshake"] = handshake
+        d["versions"] = versions
+        d["network"] = network
+        d["log_level"] = log_level
+        d["on_stop"] = on_stop
+        d["grpc_options"] = grpc_options
 
-@dataclass
+
 class _Listener:
-    network: str
-    address: str
-    cleanup: Callable[[], None]
+    __slots__ = ("address", "cleanup", "network")
+
+    def __init__(self, network: str, address: str, cleanup: Callable[[], None]) -> None:
+        self.network = network
+        self.address = address
+        self.cleanup = cleanup
 
 
 def build_server(options: tuple[tuple[str, int | str], ...] = ()) -> grpc.aio.Server:

@@ -33,13 +33,16 @@ import re
 import struct
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from decimal import Decimal
-from fractions import Fraction
 from types import MappingProxyType
-from typing import Final, NoReturn, TypeAlias, cast
+from typing import TYPE_CHECKING, Final, NoReturn, TypeAlias, cast
 
 from nomad_device.golang import quote as go_quote
+
+if TYPE_CHECKING:
+    # Imported where used: a plugin decodes config (numbers arrive as ints or
+    # floats), and these two cost each launch some 3 ms and 0.4 MiB.
+    from decimal import Decimal
+    from fractions import Fraction
 
 __all__ = [
     "BOOL",
@@ -257,12 +260,14 @@ _PRIMITIVES: Final[Mapping[str, CtyType]] = {
 _COLLECTIONS: Final[Mapping[str, type[_Collection]]] = {"list": List, "set": Set, "map": Map}
 
 
-@dataclass(frozen=True, slots=True)
 class _Tok:
-    kind: str  # "ident", "str", "punct" or "end"
-    text: str
-    pos: int
-    newline_before: bool
+    __slots__ = ("kind", "newline_before", "pos", "text")
+
+    def __init__(self, kind: str, text: str, pos: int, newline_before: bool) -> None:
+        self.kind = kind  # "ident", "str", "punct" or "end"
+        self.text = text
+        self.pos = pos
+        self.newline_before = newline_before
 
 
 class _TypeParser:
@@ -538,15 +543,19 @@ _MAX_DECIMAL_EXPONENT: Final = 20_000
 _MAX_DECIMAL_DIGITS: Final = 4_000
 
 
-@dataclass(frozen=True, slots=True)
 class _Num:
     """A finite cty number: ``(-1)**neg * mant * 2**exp`` with ``mant >= 0``."""
 
-    neg: bool
-    mant: int
-    exp: int
+    __slots__ = ("exp", "mant", "neg")
+
+    def __init__(self, neg: bool, mant: int, exp: int) -> None:
+        self.neg = neg
+        self.mant = mant
+        self.exp = exp
 
     def fraction(self) -> Fraction:
+        from fractions import Fraction
+
         value = (
             Fraction(self.mant << self.exp)
             if self.exp >= 0
@@ -606,6 +615,9 @@ def _num_from_decimal(neg: bool, digits: int, exp10: int) -> _Num:
 
 def _to_number(value: object, path: Path) -> _Number:
     """Map a Python number to the value go-cty would hold for it."""
+    from decimal import Decimal
+    from fractions import Fraction
+
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal | Fraction):
         raise CtyEncodeError(path, f"expected number, got {_py_kind(value)}")
     if isinstance(value, int):
@@ -654,6 +666,8 @@ def _num_exact_float(n: _Num) -> float | None:
     top = n.mant.bit_length() + n.exp
     if top > 1024 or top < -1080:
         return None
+    from fractions import Fraction
+
     q = n.fraction()
     f = float(q)
     return f if Fraction(f) == q else None
@@ -819,6 +833,8 @@ def normalize_number(value: Decimal) -> int | float | Decimal:
             return int(value)
         return value
     as_float = float(value)
+    from decimal import Decimal
+
     if math.isfinite(as_float) and Decimal(repr(as_float)) == value:
         return as_float
     return value
@@ -827,12 +843,22 @@ def normalize_number(value: Decimal) -> int | float | Decimal:
 # ----------------------------------------------------------- type inference
 
 
+def _is_number(value: object) -> bool:
+    """An int, float, Decimal or Fraction (a bool too: test for bool first)."""
+    if isinstance(value, int | float):
+        return True
+    from decimal import Decimal
+    from fractions import Fraction
+
+    return isinstance(value, Decimal | Fraction)
+
+
 def _py_kind(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "bool"
-    if isinstance(value, int | float | Decimal | Fraction):
+    if _is_number(value):
         return "number"
     if isinstance(value, str):
         return "string"
@@ -859,7 +885,7 @@ def _infer(value: object, path: Path) -> CtyType:
         return DYNAMIC
     if isinstance(value, bool):
         return BOOL
-    if isinstance(value, int | float | Decimal | Fraction):
+    if _is_number(value):
         return NUMBER
     if isinstance(value, str):
         return STRING
@@ -1039,6 +1065,8 @@ def _ordered_set(value: object, ty: Set, path: Path) -> list[tuple[object, objec
     if ety is STRING:
         unique.sort(key=lambda tv: (1, "") if tv[1] is None else (0, cast(str, tv[0])))
     elif ety is NUMBER:
+        from fractions import Fraction
+
         unique.sort(
             key=lambda tv: (
                 (1, Fraction(0))
@@ -1263,6 +1291,8 @@ def _number(kind: str, arg: object, reader: _Reader, path: Path) -> int | float 
         return -math.inf if text.startswith("-") else math.inf
     if not _NUMBER_TEXT_RE.match(text):
         raise CtyDecodeError(path, f"expected number, got {_describe(kind, arg)}")
+    from decimal import Decimal
+
     return normalize_number(Decimal(text))
 
 

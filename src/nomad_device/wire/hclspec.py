@@ -18,10 +18,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from decimal import Decimal
 from typing import TYPE_CHECKING, Final, NoReturn, TypeAlias, cast
 
+from nomad_device.frozen import frozen
 from nomad_device.wire import cty
 
 if TYPE_CHECKING:
@@ -51,30 +50,30 @@ __all__ = [
 # ------------------------------------------------------------------ spec kinds
 
 
-@dataclass(frozen=True)
+@frozen
 class Object:
     """An object whose keys are produced by the mapped specs (the usual root)."""
 
     attributes: Mapping[str, Spec]
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "attributes", dict(self.attributes))
+    def __init__(self, attributes: Mapping[str, Spec]) -> None:
+        self.__dict__["attributes"] = dict(attributes)
 
     def __hash__(self) -> int:
         return hash(("Object", frozenset(self.attributes.items())))
 
 
-@dataclass(frozen=True)
+@frozen
 class Array:
     """A fixed-length tuple whose elements come from ``values`` in order."""
 
     values: Sequence[Spec]
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "values", tuple(self.values))
+    def __init__(self, values: Sequence[Spec]) -> None:
+        self.__dict__["values"] = tuple(values)
 
 
-@dataclass(frozen=True)
+@frozen
 class Attr:
     """An attribute ``name = value`` converted to the type expression ``type``."""
 
@@ -82,8 +81,14 @@ class Attr:
     type: str
     required: bool = False
 
+    def __init__(self, name: str, type: str, required: bool = False) -> None:
+        d = self.__dict__
+        d["name"] = name
+        d["type"] = type
+        d["required"] = required
 
-@dataclass(frozen=True)
+
+@frozen
 class Block:
     """At most one ``name { ... }`` block decoded with ``nested``; null when absent."""
 
@@ -91,8 +96,14 @@ class Block:
     nested: Spec
     required: bool = False
 
+    def __init__(self, name: str, nested: Spec, required: bool = False) -> None:
+        d = self.__dict__
+        d["name"] = name
+        d["nested"] = nested
+        d["required"] = required
 
-@dataclass(frozen=True)
+
+@frozen
 class BlockAttrs:
     """A ``name { k = v ... }`` block read as a map of free-form attributes of ``type``."""
 
@@ -100,8 +111,14 @@ class BlockAttrs:
     type: str
     required: bool = False
 
+    def __init__(self, name: str, type: str, required: bool = False) -> None:
+        d = self.__dict__
+        d["name"] = name
+        d["type"] = type
+        d["required"] = required
 
-@dataclass(frozen=True)
+
+@frozen
 class BlockList:
     """Repeated ``name { ... }`` blocks as a list; zero item bounds mean no limit."""
 
@@ -110,11 +127,16 @@ class BlockList:
     min_items: int = 0
     max_items: int = 0
 
-    def __post_init__(self) -> None:
-        _check_bounds(self.name, self.min_items, self.max_items)
+    def __init__(self, name: str, nested: Spec, min_items: int = 0, max_items: int = 0) -> None:
+        _check_bounds(name, min_items, max_items)
+        d = self.__dict__
+        d["name"] = name
+        d["nested"] = nested
+        d["min_items"] = min_items
+        d["max_items"] = max_items
 
 
-@dataclass(frozen=True)
+@frozen
 class BlockSet:
     """Like :class:`BlockList`, but duplicates are dropped and order is cty's."""
 
@@ -123,11 +145,16 @@ class BlockSet:
     min_items: int = 0
     max_items: int = 0
 
-    def __post_init__(self) -> None:
-        _check_bounds(self.name, self.min_items, self.max_items)
+    def __init__(self, name: str, nested: Spec, min_items: int = 0, max_items: int = 0) -> None:
+        _check_bounds(name, min_items, max_items)
+        d = self.__dict__
+        d["name"] = name
+        d["nested"] = nested
+        d["min_items"] = min_items
+        d["max_items"] = max_items
 
 
-@dataclass(frozen=True)
+@frozen
 class BlockMap:
     """Labelled ``name "label" { ... }`` blocks as nested maps, one level per label."""
 
@@ -135,26 +162,37 @@ class BlockMap:
     labels: Sequence[str]
     nested: Spec
 
-    def __post_init__(self) -> None:
-        labels = (self.labels,) if isinstance(self.labels, str) else tuple(self.labels)
+    def __init__(self, name: str, labels: Sequence[str], nested: Spec) -> None:
+        labels = (labels,) if isinstance(labels, str) else tuple(labels)
         if not labels:
-            raise ValueError(f"block map {self.name!r} needs at least one label name")
-        object.__setattr__(self, "labels", labels)
+            raise ValueError(f"block map {name!r} needs at least one label name")
+        d = self.__dict__
+        d["name"] = name
+        d["labels"] = labels
+        d["nested"] = nested
 
 
-@dataclass(frozen=True)
+@frozen
 class Literal:
     """A constant; ``value`` is an HCL expression such as ``'"info"'`` or ``"true"``."""
 
     value: str
 
+    def __init__(self, value: str) -> None:
+        self.__dict__["value"] = value
 
-@dataclass(frozen=True)
+
+@frozen
 class Default:
     """``primary`` unless it yields null, then ``default`` (usually a :class:`Literal`)."""
 
     primary: Spec
     default: Spec
+
+    def __init__(self, primary: Spec, default: Spec) -> None:
+        d = self.__dict__
+        d["primary"] = primary
+        d["default"] = default
 
 
 Spec: TypeAlias = (
@@ -346,10 +384,6 @@ def hcl_literal(value: object) -> str:
         if not math.isfinite(value):
             raise ValueError(f"{value!r} has no HCL literal")
         return repr(value)
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise ValueError(f"{value!r} has no HCL literal")
-        return str(value)
     if isinstance(value, str):
         return _quote(value)
     if isinstance(value, Mapping):
@@ -362,6 +396,12 @@ def hcl_literal(value: object) -> str:
         return "{" + ", ".join(items) + "}"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(hcl_literal(v) for v in value) + "]"
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError(f"{value!r} has no HCL literal")
+        return str(value)
     raise TypeError(f"cannot render {type(value).__name__} as an HCL literal")
 
 
@@ -422,6 +462,8 @@ class _LiteralParser:
     def value(self) -> object:
         kind, text, at = self.token(newlines=False)
         if kind == "number":
+            from decimal import Decimal
+
             return cty.normalize_number(Decimal(text))
         if kind == "quote":
             return self.string(at)
@@ -434,6 +476,8 @@ class _LiteralParser:
         if kind == "punct":
             if text == "-":
                 operand = self.value()
+                from decimal import Decimal
+
                 if isinstance(operand, bool) or not isinstance(operand, int | float | Decimal):
                     self.fail("'-' applies to numbers only", at)
                 return -operand
