@@ -19,7 +19,7 @@ import pytest
 
 from nomad_device import Device, DeviceGroup, Internal, InvalidArgument, Mount
 from nomad_device.config import config_spec
-from nomad_device.golang import filepath_join
+from nomad_device.golang import filepath_join, perm_string
 from nomad_device.plugins.example import demo, plugin
 from nomad_device.plugins.example.plugin import (
     CONFIG_SPEC,
@@ -105,6 +105,10 @@ def _denied() -> PermissionError:
 
 
 # ---------------------------------------------------------------- config
+
+
+def test_permission_table_is_gos_perm_string() -> None:
+    assert tuple(perm_string(bits) for bits in range(0o1000)) == plugin._PERM_STRINGS
 
 
 def test_explicit_schema_equals_the_one_derived_from_the_config_class() -> None:
