@@ -20,9 +20,10 @@ import stat
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from nomad_device.errors import Internal, InvalidArgument
+from nomad_device.frozen import frozen
 from nomad_device.golang import (
     GoDurationError,
     file_mode_string,
@@ -115,8 +116,7 @@ _PERM_SHAPE: Final = re.compile(r"-[r-][w-][x-][r-][w-][x-][r-][w-][x-]")
 Entry = tuple[str, bool, str]
 
 
-@dataclass(frozen=True)
-class _Settings:
+class _Settings(NamedTuple):
     """The config in the form the scanning code needs; replaced, never mutated."""
 
     directory: str
@@ -124,7 +124,8 @@ class _Settings:
     unhealthy_perm: str
 
 
-@dataclass(frozen=True)
+# Frozen like a dataclass, without a dataclass's cost at every launch (see nomad_device.frozen).
+@frozen
 class Listing:
     """One look at the device directory.
 
@@ -138,6 +139,19 @@ class Listing:
     state: Literal["ok", "missing", "unreadable"] = "ok"
     error: str = ""
     problems: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        entries: tuple[Entry, ...],
+        state: Literal["ok", "missing", "unreadable"] = "ok",
+        error: str = "",
+        problems: tuple[str, ...] = (),
+    ) -> None:
+        d = self.__dict__
+        d["entries"] = entries
+        d["state"] = state
+        d["error"] = error
+        d["problems"] = problems
 
 
 def _reason(exc: OSError) -> str:
