@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import grp
 import logging
 import os
 import signal
@@ -321,6 +320,8 @@ def _private_dir(prefix: str) -> str:
 def _group_id(group: str) -> int:
     if group.isdigit():
         return int(group)
+    import grp  # here: only a host that sets PLUGIN_UNIX_SOCKET_GROUP by name needs it
+
     try:
         return grp.getgrnam(group).gr_gid
     except KeyError:

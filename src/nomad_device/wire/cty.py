@@ -234,11 +234,13 @@ class Tuple(CtyType):
         return Tuple, (list(self.elems),)
 
 
-_IDENT_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+# Patterns used only for rare values or error messages stay strings until their
+# first use (re caches what it compiles): compiling them costs every launch.
+_IDENT: Final = r"[A-Za-z_][A-Za-z0-9_-]*\Z"
 
 
 def _render_key(name: str) -> str:
-    return name if _IDENT_RE.match(name) else json.dumps(name, ensure_ascii=False)
+    return name if re.match(_IDENT, name) else json.dumps(name, ensure_ascii=False)
 
 
 # ----------------------------------------------------------- type expressions
@@ -489,16 +491,13 @@ def _type_from_raw(raw: object) -> CtyType:
 # ------------------------------------------------------------------- errors
 
 
-_PATH_NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
-
-
 def format_path(path: Path) -> str:
     """Render a path for operators: ``devices[2].name``, ``labels["a b"]``."""
     parts: list[str] = []
     for step in path:
         if isinstance(step, int):
             parts.append(f"[{step}]")
-        elif _PATH_NAME_RE.match(step):
+        elif re.match(_IDENT, step):
             parts.append(f".{step}" if parts else step)
         else:
             parts.append(f"[{json.dumps(step, ensure_ascii=False)}]")
@@ -813,8 +812,8 @@ def _number_sort_key(n: _Number) -> Fraction | float:
     return n if isinstance(n, float) else n.fraction()
 
 
-_NUMBER_TEXT_RE: Final = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z")
-_INF_TEXT_RE: Final = re.compile(r"[+-]?[Ii]nf\Z")
+_NUMBER_TEXT: Final = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z"
+_INF_TEXT: Final = r"[+-]?[Ii]nf\Z"
 
 
 def normalize_number(value: Decimal) -> int | float | Decimal:
@@ -1287,9 +1286,9 @@ def _number(kind: str, arg: object, reader: _Reader, path: Path) -> int | float 
             return f
         return int(f)
     text = _text(cast(bytes, arg), reader, path)
-    if _INF_TEXT_RE.match(text):
+    if re.match(_INF_TEXT, text):
         return -math.inf if text.startswith("-") else math.inf
-    if not _NUMBER_TEXT_RE.match(text):
+    if not re.match(_NUMBER_TEXT, text):
         raise CtyDecodeError(path, f"expected number, got {_describe(kind, arg)}")
     from decimal import Decimal
 

@@ -335,7 +335,9 @@ def implied_type(spec: Spec) -> cty.CtyType:
 
 # ---------------------------------------------------------------- HCL literals
 
-_IDENT_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+# Patterns stay strings until first used (re caches what it compiles): a plugin
+# launch renders or parses literals rarely, and compiling costs every launch.
+_IDENT: Final = r"[A-Za-z_][A-Za-z0-9_-]*\Z"
 _KEYWORDS: Final = frozenset({"true", "false", "null"})
 
 
@@ -391,7 +393,7 @@ def hcl_literal(value: object) -> str:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise TypeError(f"HCL object keys must be strings, not {key!r}")
-            shown = key if _IDENT_RE.match(key) and key not in _KEYWORDS else _quote(key)
+            shown = key if re.match(_IDENT, key) and key not in _KEYWORDS else _quote(key)
             items.append(f"{shown} = {hcl_literal(item)}")
         return "{" + ", ".join(items) + "}"
     if isinstance(value, list | tuple):
@@ -405,16 +407,13 @@ def hcl_literal(value: object) -> str:
     raise TypeError(f"cannot render {type(value).__name__} as an HCL literal")
 
 
-_LITERAL_TOKEN_RE: Final = re.compile(
-    r"""(?P<space>[ \t\r]+|\#[^\n]*|//[^\n]*|/\*.*?\*/)
+_LITERAL_TOKEN: Final = r"""(?P<space>[ \t\r]+|\#[^\n]*|//[^\n]*|/\*.*?\*/)
       | (?P<newline>\n)
       | (?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
       | (?P<ident>[A-Za-z_][A-Za-z0-9_-]*)
       | (?P<quote>")
       | (?P<heredoc><<)
-      | (?P<punct>[\[\]{}(),=:\-])""",
-    re.VERBOSE | re.DOTALL,
-)
+      | (?P<punct>[\[\]{}(),=:\-])"""
 _ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\"}
 
 
@@ -424,6 +423,7 @@ class _LiteralParser:
     def __init__(self, expr: str) -> None:
         self.expr = expr
         self.pos = 0
+        self.tokens = re.compile(_LITERAL_TOKEN, re.VERBOSE | re.DOTALL)  # cached after the first
 
     def fail(self, problem: str, pos: int | None = None) -> NoReturn:
         at = self.pos if pos is None else pos
@@ -436,7 +436,7 @@ class _LiteralParser:
             start = self.pos
             if start >= len(self.expr):
                 return "end", "", start
-            m = _LITERAL_TOKEN_RE.match(self.expr, start)
+            m = self.tokens.match(self.expr, start)
             if m is None:
                 self.fail(f"unexpected character {self.expr[start]!r}")
             kind = cast(str, m.lastgroup)
