@@ -39,7 +39,13 @@ def frozen(cls: type[T]) -> type[T]:
     dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
     names = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
     field_set = frozenset(names)
-    key: Callable[[Any], Any] = attrgetter(*names) if names else (lambda self: ())
+
+    def values(self: Any) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in names)
+
+    # The tuple of field values, which a dataclass compares and hashes (attrgetter
+    # builds it faster, but gives a bare value for a single name).
+    key: Callable[[Any], Any] = attrgetter(*names) if len(names) > 1 else values
 
     def __eq__(self: Any, other: object) -> bool:
         if other.__class__ is self.__class__:
