@@ -3,7 +3,8 @@
 This is Nomad's ``plugins/device/cmd/example`` rebuilt on the SDK, and it is
 meant to be read. :class:`FsDevicePlugin` shows the whole author API: a typed
 config with Go's exact schema, ``detect`` (what is there, and is it healthy),
-``reserve`` (how a task gets a device) and ``stats``. Everything Nomad sees
+``watch`` (an event source, so changes are seen at once rather than at the
+next period), ``reserve`` (how a task gets a device) and ``stats``. Everything Nomad sees
 matches the Go plugin; where Go's plugin could end a stream or lose a node's
 devices, this one reports what it can see and logs why. ``docs/plugins/example.md``
 lists every difference.
@@ -45,6 +46,7 @@ from nomad_device.model import (
     StatValue,
 )
 from nomad_device.plugin.base import DevicePlugin
+from nomad_device.sources import LISTING, Inotify, inotify
 from nomad_device.wire import hclspec
 
 __all__ = [
@@ -244,9 +246,10 @@ def _file_stats(info: os.stat_result) -> tuple[StatValue, StatObject]:
 class FsDevicePlugin(DevicePlugin[ExampleConfig]):
     """Every file in ``dir`` is a ``nomad/file/mock`` device; mode ``unhealthy_perm`` is sick.
 
-    The SDK calls ``detect`` every ``list_period`` and tells Nomad only about
-    changes; ``reserve`` and ``stats`` run in worker threads meanwhile, so all
-    shared state is swapped under one lock and read as a consistent snapshot.
+    The SDK calls ``detect`` every ``list_period``, and at once when ``watch``
+    sees the directory change, and tells Nomad only about changes; ``reserve``
+    and ``stats`` run in worker threads meanwhile, so all shared state is
+    swapped under one lock and read as a consistent snapshot.
     """
 
     name = PLUGIN_NAME
@@ -270,6 +273,9 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         # Each collection builds a new dict and swaps it in whole, so concurrent
         # Stats streams never see one half-built.
         self._stat_cache: dict[str, tuple[tuple[int, int, int], StatValue, StatObject]] = {}
+        # The inotify source watching the directory; configure() closes it when
+        # ``dir`` changes, and watch() then opens one on the new directory.
+        self._source: Inotify | None = None
 
     # -- config ----------------------------------------------------------------
 
@@ -302,6 +308,8 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         with self._lock:
             if settings.directory != self._settings.directory:
                 self._entries, self._known, self._groups = (), frozenset(), []
+                if self._source is not None:
+                    self._source.close()  # watch() moves to the new directory
             self._settings = settings
             self.fingerprint_period = settings.period
         self.log.info(
@@ -363,6 +371,27 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         for problem in sorted(problems - self._problems):
             self.log.warning(problem, extra={"dir": directory})
         self._problems = problems
+
+    # -- events --------------------------------------------------------------------
+
+    async def watch(self) -> None:
+        """Rescan as soon as the directory's entries or modes change.
+
+        The source watches ``dir`` and, while ``dir`` is missing, its nearest
+        existing parent, so a removed and recreated directory is noticed as
+        well. Bursts arrive as a few batches, and the SDK coalesces rescans,
+        so 10,000 new files cost a handful of listings. Where inotify is
+        unavailable the source logs why once and never yields: ``list_period``
+        then does the work alone, as it bounds staleness in any case.
+        """
+        while True:
+            with self._lock:
+                source = self._source = inotify(self._settings.directory, mask=LISTING)
+            with source:
+                self.rescan()  # whatever changed before the watch was in place
+                async for _batch in source:
+                    self.rescan()
+            # Closed by configure() for a new directory: watch that one instead.
 
     # -- reserve -------------------------------------------------------------------
 
