@@ -47,9 +47,12 @@ class EventSource(Generic[T]):
     Subclasses call :meth:`_start` with their descriptor (or ``None`` with a
     reason), and implement :meth:`_drain` (read what is ready, return whether
     anything worth reporting arrived) and :meth:`_take` (the next item, or
-    ``None``). With ``settle > 0`` items are held until the descriptor has been
-    quiet for ``settle`` seconds, or ``max_delay`` after the first one, so a
-    burst becomes a few items instead of thousands of wake-ups.
+    ``None``). With ``settle > 0`` what arrives is gathered into one item until
+    the descriptor has been quiet for ``settle`` seconds, so a single change
+    is reported almost at once. While changes keep coming, items are at least
+    ``max_delay`` apart, and nothing waits longer than ``max_delay``: a storm
+    of any size costs at most one wake-up per ``max_delay``, however the
+    writer's pauses fall.
     """
 
     def __init__(self, log: logging.Logger, settle: float = 0.0, max_delay: float = 0.0) -> None:
@@ -64,6 +67,7 @@ class EventSource(Generic[T]):
         self._wake: int | None = None  # an eventfd: close() pokes it to free a blocked reader
         self._poller: select.poll | None = None
         self._readers = 0
+        self._window_closed = -1e9  # when the last gathering ended (monotonic)
         self._waiters: dict[asyncio.Future[bool | None], asyncio.AbstractEventLoop] = {}
 
     # -- for subclasses ---------------------------------------------------------
@@ -183,7 +187,8 @@ class EventSource(Generic[T]):
                 self._release()
 
     def _deadline(self, first: float, last: float) -> float:
-        return min(last + self._settle, first + self._max_delay)
+        quiet = max(last + self._settle, self._window_closed + self._max_delay)
+        return min(quiet, first + self._max_delay)
 
     # Blocking form.
 
@@ -228,6 +233,7 @@ class EventSource(Generic[T]):
             while (left := self._deadline(first, last) - time.monotonic()) > 0:
                 if self._poll(left) and self._read():
                     last = time.monotonic()
+            self._window_closed = time.monotonic()
 
     def _read(self) -> bool:
         fd = self._fd
@@ -289,6 +295,7 @@ class EventSource(Generic[T]):
             while (left := self._deadline(first, last) - time.monotonic()) > 0:
                 if await self._wait(left) and self._read():
                     last = time.monotonic()
+            self._window_closed = time.monotonic()
 
 
 def _resolve(future: asyncio.Future[bool | None], value: bool | None) -> None:

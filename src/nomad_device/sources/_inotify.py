@@ -9,8 +9,10 @@ none handles a watched directory that is removed and recreated.
 What the kernel leaves to its users is handled here:
 
 - **Bursts.** Events are gathered until the descriptor has been quiet for
-  ``settle`` seconds (or ``max_delay`` after the first), so 10,000 changes
-  arrive as a handful of :class:`FileEvents` batches.
+  ``settle`` seconds (10 ms), so a lone change is reported at once; while
+  changes keep coming, batches are at least ``max_delay`` (250 ms) apart and
+  no event waits longer than that. 10,000 changes arrive as a handful of
+  :class:`FileEvents` batches: at most one per 250 ms of the burst.
 - **Queue overflow** (``IN_Q_OVERFLOW``, more than
   ``fs.inotify.max_queued_events`` waiting): a batch with ``overflow=True``,
   meaning "rescan everything"; the watches are checked again as well, since
@@ -593,9 +595,11 @@ def inotify(
     ``recursive`` adds every subdirectory, including new ones. ``mask``
     chooses the ``IN_*`` events (default :data:`CHANGES`). A path that does
     not exist yet, or disappears, is watched for from its nearest existing
-    ancestor and reported as created when it appears. Batches end after
-    ``settle`` seconds of quiet (default 10 ms) or ``max_delay`` seconds
-    after their first event (default 250 ms), whichever comes first.
+    ancestor and reported as created when it appears. A batch ends after
+    ``settle`` seconds of quiet (default 10 ms); while changes keep coming,
+    batches are at least ``max_delay`` apart and no event is held longer
+    (default 250 ms). ``max_events`` caps a batch; beyond it the batch says
+    ``overflow`` (rescan everything) instead of listing them.
     """
     return Inotify(
         paths,

@@ -111,6 +111,11 @@ _PERM_STRINGS: Final = tuple(perm_string(bits) for bits in range(0o1000))
 # What Go's Perm().String() can ever produce; anything else never matches.
 _PERM_SHAPE: Final = re.compile(r"-[r-][w-][x-][r-][w-][x-][r-][w-][x-]")
 
+#: While the directory keeps changing, at most one rescan per this many seconds
+#: (a lone change is still seen at once): a storm of files costs a few listings,
+#: and Nomad hears of intermediate states no more than once a second.
+_STORM_DELAY: Final = 1.0
+
 # One device as reported: (ID, healthy, health description).
 Entry = tuple[str, bool, str]
 
@@ -379,14 +384,16 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
 
         The source watches ``dir`` and, while ``dir`` is missing, its nearest
         existing parent, so a removed and recreated directory is noticed as
-        well. Bursts arrive as a few batches, and the SDK coalesces rescans,
-        so 10,000 new files cost a handful of listings. Where inotify is
+        well. A lone change is reported within milliseconds; while changes
+        keep coming, batches come at most once a second, so 10,000 new files
+        cost a handful of listings (and the SDK coalesces rescans as well). Where inotify is
         unavailable the source logs why once and never yields: ``list_period``
         then does the work alone, as it bounds staleness in any case.
         """
         while True:
             with self._lock:
-                source = self._source = inotify(self._settings.directory, mask=LISTING)
+                directory = self._settings.directory
+                source = self._source = inotify(directory, mask=LISTING, max_delay=_STORM_DELAY)
             with source:
                 self.rescan()  # whatever changed before the watch was in place
                 async for _batch in source:
