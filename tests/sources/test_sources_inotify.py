@@ -49,6 +49,15 @@ def until(source: Inotify, wanted: str, flag: str, timeout: float = 10.0) -> lis
 
 
 @pytest.fixture
+def pipe_syscalls(monkeypatch: pytest.MonkeyPatch) -> Iterator[PipeSyscalls]:
+    """inotify whose events the test writes itself (see PipeSyscalls)."""
+    fake = PipeSyscalls()
+    monkeypatch.setattr(ino, "SYSCALLS", fake)
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
 def watched(tmp_path: Path) -> Iterator[tuple[Path, Inotify]]:
     root = tmp_path / "watched"
     root.mkdir()
@@ -139,7 +148,7 @@ def test_a_file_can_be_watched_itself(tmp_path: Path) -> None:
 def test_burst_queued_before_reading_is_one_batch(watched: tuple[Path, Inotify]) -> None:
     # 4,000 files created and deleted: 12,000 events, under the kernel's default
     # queue of 16,384, all waiting before the source reads: it drains them in
-    # one go, then 10 ms of quiet end the batch. No timing decides the count.
+    # one go, then 2 ms of quiet end the batch. No timing decides the count.
     root, source = watched
     source._max_events = 100_000
     for i in range(4000):

@@ -53,6 +53,8 @@ class EventSource(Generic[T]):
     ``max_delay`` apart, and nothing waits longer than ``max_delay``: a storm
     of any size costs at most one wake-up per ``max_delay``, however the
     writer's pauses fall.
+
+    One reader at a time: a source is read by one task or one thread.
     """
 
     def __init__(self, log: logging.Logger, settle: float = 0.0, max_delay: float = 0.0) -> None:

@@ -1,15 +1,15 @@
 """Files and directories changing, from the kernel's inotify.
 
 Three libc calls through ``ctypes`` (``inotify_init1``, ``inotify_add_watch``,
-``inotify_rm_watch``) and ``os.read`` of a packed struct: about 150 lines that
-no dependency would save, since the Python bindings on PyPI are either
-unmaintained or bring a thread and a framework of their own (watchdog), and
-none handles a watched directory that is removed and recreated.
+``inotify_rm_watch``) and ``os.read`` of a packed struct. A binding would save
+only those few lines (the small, well-kept one wraps exactly that and no
+more); the rest of this module is what a binding leaves to its users anyway,
+and the bigger libraries bring a thread and a framework of their own.
 
 What the kernel leaves to its users is handled here:
 
 - **Bursts.** Events are gathered until the descriptor has been quiet for
-  ``settle`` seconds (10 ms), so a lone change is reported at once; while
+  ``settle`` seconds (2 ms), so a lone change is reported at once; while
   changes keep coming, batches are at least ``max_delay`` (250 ms) apart and
   no event waits longer than that. 10,000 changes arrive as a handful of
   :class:`FileEvents` batches: at most one per 250 ms of the burst.
@@ -29,7 +29,6 @@ What the kernel leaves to its users is handled here:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import logging
 import os
@@ -108,8 +107,10 @@ CHANGES: Final = (
 #: What a directory listing can observe (names, types, modes), not contents.
 LISTING: Final = CHANGES & ~IN_CLOSE_WRITE
 
-#: Seconds of quiet that end a batch, and the longest a batch is held (see module doc).
-SETTLE: Final = 0.01
+#: Seconds of quiet that end a batch (one operation's events come closer than
+#: that), and, while changes keep coming, the least time between batches and the
+#: longest an event is held (see the module doc).
+SETTLE: Final = 0.002
 MAX_DELAY: Final = 0.25
 #: Events kept in one batch; beyond it the batch says ``overflow`` instead.
 MAX_EVENTS: Final = 4096
@@ -184,6 +185,8 @@ class Syscalls:
 
     def _libc(self) -> tuple[_Call, _Call, _Call]:
         if self._calls is None:
+            import ctypes  # here, not at import: a plugin that never watches never loads it
+
             try:
                 libc = ctypes.CDLL(None, use_errno=True)
                 init1, add, rm = libc.inotify_init1, libc.inotify_add_watch, libc.inotify_rm_watch
@@ -216,6 +219,8 @@ class Syscalls:
 
 
 def _raise_errno(path: str | None = None) -> None:
+    import ctypes
+
     code = ctypes.get_errno()
     raise OSError(code, os.strerror(code), path)
 
@@ -596,7 +601,7 @@ def inotify(
     chooses the ``IN_*`` events (default :data:`CHANGES`). A path that does
     not exist yet, or disappears, is watched for from its nearest existing
     ancestor and reported as created when it appears. A batch ends after
-    ``settle`` seconds of quiet (default 10 ms); while changes keep coming,
+    ``settle`` seconds of quiet (default 2 ms); while changes keep coming,
     batches are at least ``max_delay`` apart and no event is held longer
     (default 250 ms). ``max_events`` caps a batch; beyond it the batch says
     ``overflow`` (rescan everything) instead of listing them.
