@@ -183,6 +183,13 @@ def test_filters_by_action_and_subsystem() -> None:
             assert own(misc, [change, add, other]).properties["SYNTH_UUID"] == other
 
 
+def test_a_lone_string_is_one_name() -> None:
+    with uevents("usb", "add") as source:
+        assert source._wanted(UEvent("add", "/devices/x", subsystem="usb"))
+        assert not source._wanted(UEvent("add", "/devices/x", subsystem="u"))
+        assert not source._wanted(UEvent("remove", "/devices/x", subsystem="usb"))
+
+
 @needs_root
 def test_kernel_stream_ignores_messages_from_userspace() -> None:
     # A process with CAP_NET_ADMIN could multicast a forged "kernel" event on

@@ -171,8 +171,8 @@ class UEvents(EventSource[UEvent]):
         buffer_size: int = BUFFER_SIZE,
     ) -> None:
         super().__init__(log)
-        self._subsystems = None if subsystems is None else frozenset(subsystems)
-        self._actions = None if actions is None else frozenset(actions)
+        self._subsystems = _names(subsystems)
+        self._actions = _names(actions)
         self._udev = udev
         self._queue: deque[UEvent] = deque()
         self._dropped = 0
@@ -283,6 +283,13 @@ class UEvents(EventSource[UEvent]):
             sock.close()  # the object owns the descriptor: never close it twice
         else:
             os.close(fd)
+
+
+def _names(names: Iterable[str] | None) -> frozenset[str] | None:
+    """A filter; a lone string is one name (``"usb"``), not the letters u, s, b."""
+    if names is None:
+        return None
+    return frozenset([names] if isinstance(names, str) else names)
 
 
 def _reason(exc: OSError) -> str:

@@ -3,11 +3,11 @@
 This is Nomad's ``plugins/device/cmd/example`` rebuilt on the SDK, and it is
 meant to be read. :class:`FsDevicePlugin` shows the whole author API: a typed
 config with Go's exact schema, ``detect`` (what is there, and is it healthy),
-``watch`` (an event source, so changes are seen at once rather than at the
-next period), ``reserve`` (how a task gets a device) and ``stats``. Everything Nomad sees
-matches the Go plugin; where Go's plugin could end a stream or lose a node's
-devices, this one reports what it can see and logs why. ``docs/plugins/example.md``
-lists every difference.
+``watch`` (an event source, so that changes are seen at once rather than at
+the next period), ``reserve`` (how a task gets a device) and ``stats``.
+Everything Nomad sees matches the Go plugin; where Go's plugin could end a
+stream or lose a node's devices, this one reports what it can see and logs
+why. ``docs/plugins/example.md`` lists every difference.
 """
 
 from __future__ import annotations
@@ -386,9 +386,10 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         existing parent, so a removed and recreated directory is noticed as
         well. A lone change is reported within milliseconds; while changes
         keep coming, batches come at most once a second, so 10,000 new files
-        cost a handful of listings (and the SDK coalesces rescans as well). Where inotify is
-        unavailable the source logs why once and never yields: ``list_period``
-        then does the work alone, as it bounds staleness in any case.
+        cost a handful of listings (and the SDK coalesces rescans as well).
+        Where inotify is unavailable the source logs why once and never
+        yields: ``list_period`` then does the work alone, as it bounds
+        staleness in any case.
         """
         while True:
             with self._lock:
