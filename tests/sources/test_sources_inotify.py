@@ -145,6 +145,23 @@ def test_a_file_can_be_watched_itself(tmp_path: Path) -> None:
     ]
 
 
+def test_listing_wakes_nobody(tmp_path: Path) -> None:
+    # A poll lists the directory: with LISTING (opens and reads not asked
+    # for) that makes no event, so polling and watching together cost an
+    # idle plugin nothing more than polling.
+    for i in range(10):
+        (tmp_path / f"f{i}").touch()
+    with inotify(tmp_path, mask=LISTING) as source:
+        for _ in range(3):
+            with os.scandir(tmp_path) as entries:
+                for entry in entries:
+                    entry.stat(follow_symlinks=False)
+            (tmp_path / "f0").read_bytes()
+        (tmp_path / "marker").touch()
+        batch = next_within(source)
+    assert [(e.path, e.flags) for e in batch.events] == [(str(tmp_path / "marker"), ("IN_CREATE",))]
+
+
 def test_burst_queued_before_reading_is_one_batch(watched: tuple[Path, Inotify]) -> None:
     # 4,000 files created and deleted: 12,000 events, under the kernel's default
     # queue of 16,384, all waiting before the source reads: it drains them in
