@@ -260,6 +260,10 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
     name = PLUGIN_NAME
     version = PLUGIN_VERSION
     Config = ExampleConfig
+    #: No extra wait after rescan(): the inotify source batches a burst itself
+    #: (and rescans at most once a second while one lasts), so waiting again
+    #: would only delay the lone change.
+    rescan_settle = 0.0
 
     def __init__(self) -> None:
         super().__init__()
@@ -396,7 +400,8 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
                 directory = self._settings.directory
                 source = self._source = inotify(directory, mask=LISTING, max_delay=_STORM_DELAY)
             with source:
-                self.rescan()  # whatever changed before the watch was in place
+                if source.available:
+                    self.rescan()  # whatever changed before the watch was in place
                 async for _batch in source:
                     self.rescan()
             # Closed by configure() for a new directory: watch that one instead.
