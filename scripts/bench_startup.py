@@ -7,7 +7,11 @@ four are launched as Nomad launches them (cookie, ``PLUGIN_PROTOCOL_VERSIONS``,
 a PATH without virtualenv or pyenv shims), interleaved launch by launch so that
 drift of a shared machine hits all alike; the medians are printed with their
 ratio to the Go plugin, and the CPU time each used up to its handshake (what
-the plugin itself costs, less disturbed by other load on a shared host).
+the plugin itself costs, less disturbed by other load on a shared host) and
+once it has answered one Fingerprint and one Stats (SetConfig included).
+Two references show what is not the SDK's: the floor (python, grpc.aio and a
+server) and the floor plus protobuf's runtime, grpc_health and the SDK's
+generated modules, which any plugin with Nomad's services loads.
 "anon" is the resident memory that is the process's own (RssAnon); the rest is
 file pages (interpreter, grpcio's library, OpenSSL) shared with every other
 process that maps them. Run:
@@ -74,6 +78,7 @@ class Subject:
     rss_start: list[float] = field(default_factory=list)
     anon_start: list[float] = field(default_factory=list)
     rss_used: list[float] = field(default_factory=list)
+    cpu_used: list[float] = field(default_factory=list)
 
 
 def launch(subject: Subject, cwd: str) -> None:
@@ -95,7 +100,7 @@ def launch(subject: Subject, cwd: str) -> None:
     rss_start = rss_mib(proc.pid)
     anon_start = rss_mib(proc.pid, "RssAnon")
     cpu = cpu_ms(proc.pid)
-    rss_used = float("nan")
+    rss_used = cpu_used = float("nan")
     if subject.device_plugin:
         client = DevicePluginClient(
             PluginProcess.reattach(ReattachConfig(parts[2], parts[3], proc.pid, 2))
@@ -105,6 +110,7 @@ def launch(subject: Subject, cwd: str) -> None:
         with client.stats(0.05) as stats:
             stats.next(30)
         rss_used = rss_mib(proc.pid)
+        cpu_used = cpu_ms(proc.pid)
         client.kill()
     else:
         proc.kill()
@@ -114,21 +120,38 @@ def launch(subject: Subject, cwd: str) -> None:
     subject.rss_start.append(rss_start)
     subject.anon_start.append(anon_start)
     subject.rss_used.append(rss_used)
+    subject.cpu_used.append(cpu_used)
 
 
 #: The least any Python gRPC plugin does before its handshake: import grpc.aio,
-#: start a server on a unix socket, print the line. No SDK, no services.
+#: start a server on a unix socket in a fresh 0700 directory, print the line.
+#: No SDK, no services. (Not tempfile for the directory: it costs 0.8 MiB and a
+#: few ms that a plugin need not pay, and the SDK does not.)
 FLOOR = """
-import asyncio, os, sys, tempfile, grpc
+import asyncio, os, sys, grpc
+{imports}
 async def main():
     server = grpc.aio.server()
-    path = os.path.join(tempfile.mkdtemp(), "plugin.sock")
+    directory = os.path.join(os.environ["TMPDIR"], "floor" + os.urandom(6).hex())
+    os.mkdir(directory, 0o700)
+    path = os.path.join(directory, "plugin.sock")
     server.add_insecure_port("unix:" + path)
     await server.start()
     sys.stdout.write("1|2|unix|" + path + "|grpc|\\n")
     sys.stdout.flush()
     await asyncio.sleep(3600)
 asyncio.run(main())
+"""
+
+#: What the floor adds to be a Nomad device plugin before any SDK code runs:
+#: protobuf's runtime, grpc_health and the generated modules of the services.
+PROTOS = """
+from google.protobuf import empty_pb2
+from grpc_health.v1 import _async, health_pb2, health_pb2_grpc
+from nomad_device.proto import (
+    base_pb2, base_pb2_grpc, device_pb2, device_pb2_grpc, hclspec_pb2,
+    goplugin_broker_pb2_grpc, goplugin_controller_pb2_grpc, goplugin_stdio_pb2_grpc,
+)
 """
 
 
@@ -192,11 +215,17 @@ def main() -> None:
         cold = Subject("bundle, first launch", [str(bundle)], dict(bundle_env), empty_cache)
         floor = Subject(
             "floor: python + grpc.aio server",
-            [sys.executable, "-c", FLOOR],
-            dict(node),
+            [sys.executable, "-c", FLOOR.format(imports="")],
+            {**node, "TMPDIR": str(work)},  # its sockets go with the work directory
             device_plugin=False,
         )
-        warm = [go, floor, script, later]
+        protos = Subject(
+            "floor + protobuf, SDK's protos",
+            [sys.executable, "-c", FLOOR.format(imports=PROTOS)],
+            {**node, "TMPDIR": str(work)},
+            device_plugin=False,
+        )
+        warm = [go, floor, protos, script, later]
         if args.shiv:
             shiv_root = work / "shiv-root"
             shiv_env = {**node, "SHIV_ROOT": str(shiv_root)}
@@ -210,6 +239,7 @@ def main() -> None:
             subject.rss_start.clear()
             subject.anon_start.clear()
             subject.rss_used.clear()
+            subject.cpu_used.clear()
         for i in range(args.launches):
             for subject in warm:
                 launch(subject, cwd)
@@ -225,12 +255,12 @@ def main() -> None:
     )
     header = (
         f"{'':34} {'handshake ms':>18} {'x Go':>6} {'CPU ms':>7} {'RSS start MiB':>14}"
-        f" {'x Go':>6} {'anon MiB':>9} {'RSS fp+stats':>13}"
+        f" {'x Go':>6} {'anon MiB':>9} {'RSS fp+stats':>13} {'CPU fp+stats':>13}"
     )
     print(header)
     go_ms = statistics.median(go.handshake_ms)
     go_rss = statistics.median(go.rss_start)
-    for subject in (go, floor, script, cold, *warm[3:]):
+    for subject in (go, floor, protos, script, cold, *warm[4:]):
         ms = subject.handshake_ms
         med = statistics.median(ms)
         rss = statistics.median(subject.rss_start)
@@ -240,10 +270,18 @@ def main() -> None:
             f"{statistics.median(subject.cpu_ms):>7.0f} {rss:>14.1f} "
             f"{rss / go_rss:>6.1f} {statistics.median(subject.anon_start):>9.1f}"
             f" {statistics.median(subject.rss_used):>13.1f}"
+            f" {statistics.median(subject.cpu_used):>13.0f}"
         )
     over = statistics.median(script.handshake_ms) - statistics.median(floor.handshake_ms)
     cpu_over = statistics.median(script.cpu_ms) - statistics.median(floor.cpu_ms)
     print(f"installed script minus the floor: {over:+.0f} ms ({cpu_over:+.0f} ms CPU)")
+    sdk = statistics.median(script.handshake_ms) - statistics.median(protos.handshake_ms)
+    sdk_cpu = statistics.median(script.cpu_ms) - statistics.median(protos.cpu_ms)
+    sdk_rss = statistics.median(script.rss_start) - statistics.median(protos.rss_start)
+    print(
+        f"installed script minus floor + protobuf: {sdk:+.0f} ms ({sdk_cpu:+.0f} ms CPU),"
+        f" {sdk_rss:+.1f} MiB RSS: the SDK's own share"
+    )
     gap = statistics.median(later.handshake_ms) - statistics.median(script.handshake_ms)
     cpu_gap = statistics.median(later.cpu_ms) - statistics.median(script.cpu_ms)
     print(f"bundle later launches minus installed script: {gap:+.0f} ms ({cpu_gap:+.0f} ms CPU)")
