@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from nomad_device.frozen import frozen
+from nomad_device.frozen import frozen, set_field
 from nomad_device.goplugin.handshake import HandshakeConfig, HandshakeLine
 from nomad_device.goplugin.hclog import HclogEntry
 from nomad_device.goplugin.server import ServeConfig
@@ -212,7 +212,8 @@ def test_decorator_needs_an_init_and_keeps_what_the_class_defines() -> None:
         y: int = 0
 
         def __init__(self, x: int, y: int = 0) -> None:
-            self.__dict__.update(x=x, y=y)
+            set_field(self, "x", x)
+            set_field(self, "y", y)
 
         def __repr__(self) -> str:
             return f"<{self.x},{self.y}>"

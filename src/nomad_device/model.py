@@ -21,7 +21,7 @@ from dataclasses import field
 from types import MappingProxyType
 from typing import Final, TypeVar, cast
 
-from nomad_device.frozen import frozen
+from nomad_device.frozen import frozen, set_field
 
 __all__ = [
     "UNITS",
@@ -127,9 +127,8 @@ def _frozen_map(items: Mapping[K, V] | None) -> Mapping[K, V]:
     return MappingProxyType(dict(items or {}))
 
 
-# The value classes below are frozen (nomad_device.frozen): their __init__ fills
-# the instance __dict__ directly, the cheapest way past the frozen __setattr__
-# (a node may report 100,000 devices or stats values a scan).
+# The value classes below are frozen (nomad_device.frozen) and set their fields
+# with set_field, as a frozen dataclass's __init__ does.
 
 
 @frozen
@@ -144,9 +143,8 @@ class Attribute:
     unit: str = ""
 
     def __init__(self, value: AttributeValue, unit: str = "") -> None:
-        d = self.__dict__
-        d["value"] = value
-        d["unit"] = unit
+        set_field(self, "value", value)
+        set_field(self, "unit", unit)
 
     def __eq__(self, other: object) -> bool:
         # Written out, not generic: the engine compares every group's attributes each scan.
@@ -203,11 +201,10 @@ class Device:
         health_description: str = "",
         pci_bus_id: str | None = None,
     ) -> None:
-        d = self.__dict__
-        d["id"] = id
-        d["healthy"] = healthy
-        d["health_description"] = health_description
-        d["pci_bus_id"] = pci_bus_id
+        set_field(self, "id", id)
+        set_field(self, "healthy", healthy)
+        set_field(self, "health_description", health_description)
+        set_field(self, "pci_bus_id", pci_bus_id)
 
     def __eq__(self, other: object) -> bool:
         # Written out, not generic: the engine compares every device of every scan.
@@ -266,12 +263,11 @@ class DeviceGroup:
         devices: tuple[Device, ...] = (),
         attributes: Mapping[str, Attribute] | None = None,
     ) -> None:
-        d = self.__dict__
-        d["vendor"] = vendor
-        d["type"] = type
-        d["name"] = name
-        d["devices"] = tuple(devices)
-        d["attributes"] = _frozen_map(attributes)
+        set_field(self, "vendor", vendor)
+        set_field(self, "type", type)
+        set_field(self, "name", name)
+        set_field(self, "devices", tuple(devices))
+        set_field(self, "attributes", _frozen_map(attributes))
 
     @property
     def key(self) -> str:
@@ -324,10 +320,9 @@ class Mount:
     read_only: bool = False
 
     def __init__(self, task_path: str, host_path: str, read_only: bool = False) -> None:
-        d = self.__dict__
-        d["task_path"] = task_path
-        d["host_path"] = host_path
-        d["read_only"] = read_only
+        set_field(self, "task_path", task_path)
+        set_field(self, "host_path", host_path)
+        set_field(self, "read_only", read_only)
 
     def validate(self) -> list[str]:
         problems = [
@@ -353,10 +348,9 @@ class DeviceSpec:
     permissions: str = "rw"
 
     def __init__(self, task_path: str, host_path: str, permissions: str = "rw") -> None:
-        d = self.__dict__
-        d["task_path"] = task_path
-        d["host_path"] = host_path
-        d["permissions"] = permissions
+        set_field(self, "task_path", task_path)
+        set_field(self, "host_path", host_path)
+        set_field(self, "permissions", permissions)
 
     def validate(self) -> list[str]:
         checks = (
@@ -381,10 +375,9 @@ class Reservation:
         mounts: tuple[Mount, ...] = (),
         devices: tuple[DeviceSpec, ...] = (),
     ) -> None:
-        d = self.__dict__
-        d["envs"] = _frozen_map(envs)
-        d["mounts"] = tuple(mounts)
-        d["devices"] = tuple(devices)
+        set_field(self, "envs", _frozen_map(envs))
+        set_field(self, "mounts", tuple(mounts))
+        set_field(self, "devices", tuple(devices))
 
     def validate(self) -> list[str]:
         """Problems that keep this reservation off the wire (empty when valid)."""
@@ -444,15 +437,14 @@ class StatValue:
         unit: str = "",
         desc: str = "",
     ) -> None:
-        d = self.__dict__
-        d["float_numerator"] = float_numerator
-        d["float_denominator"] = float_denominator
-        d["int_numerator"] = int_numerator
-        d["int_denominator"] = int_denominator
-        d["string_value"] = string_value
-        d["bool_value"] = bool_value
-        d["unit"] = unit
-        d["desc"] = desc
+        set_field(self, "float_numerator", float_numerator)
+        set_field(self, "float_denominator", float_denominator)
+        set_field(self, "int_numerator", int_numerator)
+        set_field(self, "int_denominator", int_denominator)
+        set_field(self, "string_value", string_value)
+        set_field(self, "bool_value", bool_value)
+        set_field(self, "unit", unit)
+        set_field(self, "desc", desc)
 
     def _fine(self) -> bool:
         """The common case, checked cheaply: a node may report 100,000 of these a second."""
@@ -525,9 +517,8 @@ class StatObject:
         attributes: Mapping[str, StatValue] | None = None,
         nested: Mapping[str, StatObject] | None = None,
     ) -> None:
-        d = self.__dict__
-        d["attributes"] = _frozen_map(attributes)
-        d["nested"] = _frozen_map(nested)
+        set_field(self, "attributes", _frozen_map(attributes))
+        set_field(self, "nested", _frozen_map(nested))
 
     def _fine(self, depth: int) -> bool:
         """The common case, checked without building messages (and remembered)."""
@@ -614,10 +605,9 @@ class DeviceStats:
         stats: StatObject | None = None,
         timestamp: _dt.datetime = _NOW,
     ) -> None:
-        d = self.__dict__
-        d["summary"] = summary
-        d["stats"] = stats
-        d["timestamp"] = _utcnow() if timestamp is _NOW else timestamp
+        set_field(self, "summary", summary)
+        set_field(self, "stats", stats)
+        set_field(self, "timestamp", _utcnow() if timestamp is _NOW else timestamp)
 
     def validate(self, checked: set[_dt.datetime] | None = None) -> list[str]:
         """Problems that keep these stats off the wire; ``checked`` holds timestamps
@@ -669,11 +659,10 @@ class DeviceGroupStats:
         name: str,
         instance_stats: Mapping[str, DeviceStats] | None = None,
     ) -> None:
-        d = self.__dict__
-        d["vendor"] = vendor
-        d["type"] = type
-        d["name"] = name
-        d["instance_stats"] = _frozen_map(instance_stats)
+        set_field(self, "vendor", vendor)
+        set_field(self, "type", type)
+        set_field(self, "name", name)
+        set_field(self, "instance_stats", _frozen_map(instance_stats))
 
     def validate(self) -> list[str]:
         problems: list[str] = []
@@ -754,11 +743,10 @@ class PluginInfo:
         api_versions: tuple[str, ...] = ("v0.1.0",),
         type: int = 3,
     ) -> None:
-        d = self.__dict__
-        d["name"] = name
-        d["version"] = version
-        d["api_versions"] = api_versions
-        d["type"] = type
+        set_field(self, "name", name)
+        set_field(self, "version", version)
+        set_field(self, "api_versions", api_versions)
+        set_field(self, "type", type)
 
     def validate(self) -> list[str]:
         problems = [

@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from nomad_device.frozen import frozen
+from nomad_device.frozen import frozen, set_field
 
 __all__ = [
     "CORE_PROTOCOL_VERSION",
@@ -62,10 +62,9 @@ class HandshakeConfig:
     def __init__(
         self, protocol_version: int, magic_cookie_key: str, magic_cookie_value: str
     ) -> None:
-        d = self.__dict__
-        d["protocol_version"] = protocol_version
-        d["magic_cookie_key"] = magic_cookie_key
-        d["magic_cookie_value"] = magic_cookie_value
+        set_field(self, "protocol_version", protocol_version)
+        set_field(self, "magic_cookie_key", magic_cookie_key)
+        set_field(self, "magic_cookie_value", magic_cookie_value)
 
     def cookie_ok(self, environ: Mapping[str, str] | None = None) -> bool:
         env = os.environ if environ is None else environ
@@ -112,14 +111,13 @@ class HandshakeLine:
         core_version: int = CORE_PROTOCOL_VERSION,
         multiplex: bool | None = None,
     ) -> None:
-        d = self.__dict__
-        d["app_version"] = app_version
-        d["network"] = network
-        d["address"] = address
-        d["protocol"] = protocol
-        d["cert"] = cert
-        d["core_version"] = core_version
-        d["multiplex"] = multiplex
+        set_field(self, "app_version", app_version)
+        set_field(self, "network", network)
+        set_field(self, "address", address)
+        set_field(self, "protocol", protocol)
+        set_field(self, "cert", cert)
+        set_field(self, "core_version", core_version)
+        set_field(self, "multiplex", multiplex)
 
     def render(self) -> str:
         fields = [

@@ -24,7 +24,7 @@ from dataclasses import field
 from types import TracebackType
 from typing import Any, Final
 
-from nomad_device.frozen import frozen
+from nomad_device.frozen import frozen, set_field
 
 __all__ = [
     "TRACE",
@@ -384,13 +384,12 @@ class HclogEntry:
         fields: Mapping[str, object] | None = None,
         raw: bool = False,
     ) -> None:
-        d = self.__dict__
-        d["level"] = level
-        d["message"] = message
-        d["timestamp"] = timestamp
-        d["module"] = module
-        d["fields"] = {} if fields is None else fields
-        d["raw"] = raw
+        set_field(self, "level", level)
+        set_field(self, "message", message)
+        set_field(self, "timestamp", timestamp)
+        set_field(self, "module", module)
+        set_field(self, "fields", {} if fields is None else fields)
+        set_field(self, "raw", raw)
 
 
 _TS_FORMATS: Final = ("%Y-%m-%dT%H:%M:%S.%f%z",)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final, NoReturn
 
 import grpc
 
-from nomad_device.frozen import frozen
+from nomad_device.frozen import frozen, set_field
 from nomad_device.goplugin import handshake as hs
 from nomad_device.goplugin.hclog import TRACE, StdioCapture, install_plugin_logging
 from nomad_device.goplugin.services import add_goplugin_services
@@ -81,13 +81,12 @@ class ServeConfig:
         on_stop: Callable[[], Awaitable[None]] | None = None,
         grpc_options: tuple[tuple[str, int | str], ...] = (),
     ) -> None:
-        d = self.__dict__
-        d["handshake"] = handshake
-        d["versions"] = versions
-        d["network"] = network
-        d["log_level"] = log_level
-        d["on_stop"] = on_stop
-        d["grpc_options"] = grpc_options
+        set_field(self, "handshake", handshake)
+        set_field(self, "versions", versions)
+        set_field(self, "network", network)
+        set_field(self, "log_level", log_level)
+        set_field(self, "on_stop", on_stop)
+        set_field(self, "grpc_options", grpc_options)
 
 
 class _Listener:

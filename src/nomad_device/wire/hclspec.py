@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final, NoReturn, TypeAlias, cast
 
-from nomad_device.frozen import frozen
+from nomad_device.frozen import frozen, set_field
 from nomad_device.wire import cty
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class Object:
     attributes: Mapping[str, Spec]
 
     def __init__(self, attributes: Mapping[str, Spec]) -> None:
-        self.__dict__["attributes"] = dict(attributes)
+        set_field(self, "attributes", dict(attributes))
 
     def __hash__(self) -> int:
         return hash(("Object", frozenset(self.attributes.items())))
@@ -70,7 +70,7 @@ class Array:
     values: Sequence[Spec]
 
     def __init__(self, values: Sequence[Spec]) -> None:
-        self.__dict__["values"] = tuple(values)
+        set_field(self, "values", tuple(values))
 
 
 @frozen
@@ -82,10 +82,9 @@ class Attr:
     required: bool = False
 
     def __init__(self, name: str, type: str, required: bool = False) -> None:
-        d = self.__dict__
-        d["name"] = name
-        d["type"] = type
-        d["required"] = required
+        set_field(self, "name", name)
+        set_field(self, "type", type)
+        set_field(self, "required", required)
 
 
 @frozen
@@ -97,10 +96,9 @@ class Block:
     required: bool = False
 
     def __init__(self, name: str, nested: Spec, required: bool = False) -> None:
-        d = self.__dict__
-        d["name"] = name
-        d["nested"] = nested
-        d["required"] = required
+        set_field(self, "name", name)
+        set_field(self, "nested", nested)
+        set_field(self, "required", required)
 
 
 @frozen
@@ -112,10 +110,9 @@ class BlockAttrs:
     required: bool = False
 
     def __init__(self, name: str, type: str, required: bool = False) -> None:
-        d = self.__dict__
-        d["name"] = name
-        d["type"] = type
-        d["required"] = required
+        set_field(self, "name", name)
+        set_field(self, "type", type)
+        set_field(self, "required", required)
 
 
 @frozen
@@ -129,11 +126,10 @@ class BlockList:
 
     def __init__(self, name: str, nested: Spec, min_items: int = 0, max_items: int = 0) -> None:
         _check_bounds(name, min_items, max_items)
-        d = self.__dict__
-        d["name"] = name
-        d["nested"] = nested
-        d["min_items"] = min_items
-        d["max_items"] = max_items
+        set_field(self, "name", name)
+        set_field(self, "nested", nested)
+        set_field(self, "min_items", min_items)
+        set_field(self, "max_items", max_items)
 
 
 @frozen
@@ -147,11 +143,10 @@ class BlockSet:
 
     def __init__(self, name: str, nested: Spec, min_items: int = 0, max_items: int = 0) -> None:
         _check_bounds(name, min_items, max_items)
-        d = self.__dict__
-        d["name"] = name
-        d["nested"] = nested
-        d["min_items"] = min_items
-        d["max_items"] = max_items
+        set_field(self, "name", name)
+        set_field(self, "nested", nested)
+        set_field(self, "min_items", min_items)
+        set_field(self, "max_items", max_items)
 
 
 @frozen
@@ -166,10 +161,9 @@ class BlockMap:
         labels = (labels,) if isinstance(labels, str) else tuple(labels)
         if not labels:
             raise ValueError(f"block map {name!r} needs at least one label name")
-        d = self.__dict__
-        d["name"] = name
-        d["labels"] = labels
-        d["nested"] = nested
+        set_field(self, "name", name)
+        set_field(self, "labels", labels)
+        set_field(self, "nested", nested)
 
 
 @frozen
@@ -179,7 +173,7 @@ class Literal:
     value: str
 
     def __init__(self, value: str) -> None:
-        self.__dict__["value"] = value
+        set_field(self, "value", value)
 
 
 @frozen
@@ -190,9 +184,8 @@ class Default:
     default: Spec
 
     def __init__(self, primary: Spec, default: Spec) -> None:
-        d = self.__dict__
-        d["primary"] = primary
-        d["default"] = default
+        set_field(self, "primary", primary)
+        set_field(self, "default", default)
 
 
 Spec: TypeAlias = (
