@@ -80,8 +80,10 @@ class DeviceBlock:
     share: int = 1
     permissions: str = "rw"
     task_path: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    attributes: dict[str, str] = field(default_factory=dict)
+    # Blocks (``env { KEY = "value" }``), not map attributes: a Nomad agent file
+    # reads ``env = { ... }`` as a list holding one object.
+    env: dict[str, str] = field(default_factory=dict, metadata={"hcl_block": True})
+    attributes: dict[str, str] = field(default_factory=dict, metadata={"hcl_block": True})
     probe: ProbeBlock | None = None
     group_per_device: bool = False
 
