@@ -28,6 +28,7 @@ log.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import glob
 import os
 import re
@@ -56,6 +57,7 @@ _BINARY_UNITS: Final = (("EiB", 1 << 60), ("PiB", 1 << 50), ("TiB", 1 << 40), ("
 _BINARY_UNITS_SMALL: Final = (("MiB", 1 << 20), ("KiB", 1 << 10))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def natural_key(text: str) -> tuple[object, ...]:
     """``loop2`` before ``loop10``."""
     return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(text))
@@ -92,6 +94,8 @@ class Node:
     major: int = -1
     minor: int = -1
     expect: tuple[str, int, int] | None = None  # what sysfs says the node must be
+    known: bool | None = None  # whether sysfs has a device with these numbers (None: no index)
+    stamp: object = None  # inode and ctime: a node made anew has new ones
 
     @property
     def is_device(self) -> bool:
@@ -147,10 +151,15 @@ def _id_base(pattern: str) -> str | None:
     return None
 
 
-def _path_id(pattern: str, canonical: str) -> str:
-    base = _id_base(pattern)
+def _path_id(pattern: str, canonical: str, base: str | None = "") -> str:
+    """The ID of a match: its path below ``base``, the pattern's fixed directory."""
+    if base == "":
+        base = _id_base(pattern)
     if base is None:
         return os.path.basename(canonical) or canonical
+    prefix = base.rstrip("/") + "/"
+    if canonical.startswith(prefix):
+        return canonical[len(prefix) :]
     return os.path.relpath(canonical, base)
 
 
@@ -184,19 +193,14 @@ class Scanner:
             parent = resolved_dirs.get(directory)
             if parent is None:
                 parent = resolved_dirs[directory] = os.path.realpath(directory)
-            resolved, st = os.path.join(parent, name), lst
+            resolved, st = f"{parent.rstrip('/')}/{name}", lst
         kind = kind_of(st.st_mode)
         if kind in ("char", "block"):
-            rdev = st.st_rdev
-            return Node(real, resolved, task_path, kind, os.major(rdev), os.minor(rdev))
+            rdev, stamp = st.st_rdev, (st.st_ino, st.st_ctime_ns)
+            return Node(
+                real, resolved, task_path, kind, os.major(rdev), os.minor(rdev), stamp=stamp
+            )
         return Node(real, resolved, task_path, kind)
-
-    def _stamp(self, node: Node) -> object:
-        try:
-            st = os.stat(node.resolved)
-        except OSError:
-            return None
-        return (st.st_ino, st.st_ctime_ns)
 
     # -- one block ---------------------------------------------------------------------
 
@@ -214,6 +218,7 @@ class Scanner:
         (named by a symlink's name when one of the matches is a symlink)."""
         by_node: dict[str, tuple[bool, Found]] = {}
         for pattern in kind.paths:
+            base = _id_base(pattern)
             matches = self._glob(pattern)
             if not matches:
                 empty.add((kind.label, pattern))
@@ -221,7 +226,7 @@ class Scanner:
                 canonical = self.roots.canonical(real)
                 node = self.inspect(real, canonical, dirs)
                 is_link = node.path != node.resolved and os.path.islink(real)
-                found = self._path_found(kind, _path_id(pattern, canonical), node)
+                found = self._path_found(kind, _path_id(pattern, canonical, base), node)
                 previous = by_node.get(node.resolved)
                 if previous is None or (is_link and not previous[0]):
                     by_node[node.resolved] = (is_link, found)
@@ -234,7 +239,12 @@ class Scanner:
             "major": Attribute(node.major),
             "minor": Attribute(node.minor),
         }
-        info = self.sysfs.lookup(node.kind, node.major, node.minor, self._stamp(node))
+        info = self.sysfs.lookup(node.kind, node.major, node.minor, node.stamp)
+        if self.sysfs.has_index(node.kind):
+            node = Node(
+                node.path, node.resolved, node.task_path, node.kind, node.major, node.minor,
+                None, info is not None, node.stamp,
+            )  # fmt: skip
         size = None
         usb = None
         pci = None
@@ -289,10 +299,7 @@ class Scanner:
     def _usb_node(self, usb_node: UsbNode) -> Node:
         real = self.roots.devname(usb_node.devname)
         node = self.inspect(real, f"/dev/{usb_node.devname}", {})
-        expect = (usb_node.kind, usb_node.major, usb_node.minor)
-        return Node(
-            node.path, node.resolved, node.task_path, node.kind, node.major, node.minor, expect
-        )
+        return dataclasses.replace(node, expect=(usb_node.kind, usb_node.major, usb_node.minor))
 
     def _usb_block_size(self, usb_node: UsbNode) -> int | None:
         info = self.sysfs.lookup("block", usb_node.major, usb_node.minor)
@@ -301,6 +308,7 @@ class Scanner:
     # -- everything ------------------------------------------------------------------------
 
     def scan(self, kinds: Sequence[Kind]) -> ScanResult:
+        self.sysfs.new_scan()
         empty: set[tuple[str, str]] = set()
         notes: set[str] = set()
         dirs: dict[str, str] = {}

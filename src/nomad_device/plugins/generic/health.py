@@ -33,7 +33,6 @@ from typing import Final
 
 from nomad_device.plugins.generic.config import ProbeSpec
 from nomad_device.plugins.generic.discovery import Found, Node
-from nomad_device.plugins.generic.sysfs import SysfsCache
 
 __all__ = [
     "MAX_REASON",
@@ -72,11 +71,7 @@ def _access_words(mode: int) -> str:
 
 
 def node_problem(
-    node: Node,
-    permissions: str,
-    first_kind: str | None,
-    sysfs: SysfsCache,
-    canonical: Callable[[str], str],
+    node: Node, permissions: str, first_kind: str | None, canonical: Callable[[str], str]
 ) -> str | None:
     """Why this node makes its device unhealthy, or None when it is fine."""
     where = node.task_path
@@ -95,11 +90,7 @@ def node_problem(
             )
     elif first_kind is not None and node.kind != first_kind:
         return f"{where} is now a {describe_kind(node.kind)}, it was a {describe_kind(first_kind)}"
-    elif (
-        node.is_device
-        and sysfs.has_index(node.kind)
-        and sysfs.lookup(node.kind, node.major, node.minor) is None
-    ):
+    elif node.is_device and node.known is False:
         return (
             f"{where} is {describe_kind(node.kind)} {node.major}:{node.minor}, which no"
             " device in the kernel has (a stale node?)"

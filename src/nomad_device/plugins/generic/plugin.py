@@ -186,9 +186,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         for node in found.nodes:
             if problem is not None:
                 break
-            problem = node_problem(
-                node, kind.permissions, first_kind, self._scanner.sysfs, self.roots.canonical
-            )
+            problem = node_problem(node, kind.permissions, first_kind, self.roots.canonical)
         probe = None
         if kind.probe is not None:
             if problem is None:

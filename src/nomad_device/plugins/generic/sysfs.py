@@ -228,16 +228,23 @@ class SysfsCache:
         self.roots = roots
         self._cache: dict[tuple[str, int, int], tuple[tuple[str, object], NodeInfo]] = {}
         self._devices = os.path.join(roots.sys, "devices")
+        self._index: dict[str, bool] = {}
+
+    def new_scan(self) -> None:
+        self._index.clear()
 
     def has_index(self, kind: str) -> bool:
         """Whether sysfs lists ``kind`` nodes at all (it does not in some containers)."""
-        return os.path.isdir(os.path.join(self.roots.sys, "dev", kind))
+        known = self._index.get(kind)
+        if known is None:
+            known = self._index[kind] = os.path.isdir(os.path.join(self.roots.sys, "dev", kind))
+        return known
 
     def lookup(self, kind: str, major: int, minor: int, stamp: object = None) -> NodeInfo | None:
         """The device behind a node; ``stamp`` (the node's inode and ctime) says when
         a node was made anew, so that a different device replugged on the same port,
         with the same numbers, is not mistaken for the old one."""
-        link = os.path.join(self.roots.sys, "dev", kind, f"{major}:{minor}")
+        link = f"{self.roots.sys}/dev/{kind}/{major}:{minor}"
         try:
             target = os.readlink(link)
         except OSError:
