@@ -135,8 +135,13 @@ class FakeTree:
         tty: tuple[str, int] | None = None,
         speed: str = "12",
         controller: str = "0000:00:14.0",
+        make_nodes: bool = True,
     ) -> UsbHandle:
-        """Plug a USB device into ``port`` (``1-1.4``); ``tty`` adds a ttyUSB interface node."""
+        """Plug a USB device into ``port`` (``1-1.4``); ``tty`` adds a ttyUSB interface node.
+
+        ``make_nodes=False`` leaves /dev alone (the nodes must exist already), so that
+        only sysfs changes and nothing under /dev gives the change away.
+        """
         bus = int(port.split("-")[0])
         devnum = self._next_devnum.get(bus, 1) + 1
         self._next_devnum[bus] = devnum
@@ -163,7 +168,9 @@ class FakeTree:
         handle.dev_links.append(
             self._sysdev(syspath, "char", USB_MAJOR, minor, bus_name, "usb", "DEVTYPE=usb_device\n")
         )
-        handle.nodes.append(self.node(bus_name, "char", USB_MAJOR, minor))
+        handle.nodes.append(
+            self.node(bus_name, "char", USB_MAJOR, minor) if make_nodes else self.dev / bus_name
+        )
         listing = self.sys / "bus" / "usb" / "devices" / port
         if listing.is_symlink():
             listing.unlink()
@@ -177,7 +184,9 @@ class FakeTree:
             handle.dev_links.append(
                 self._sysdev(tty_dir, "char", TTY_USB_MAJOR, tty_minor, name, "tty")
             )
-            handle.nodes.append(self.node(name, "char", TTY_USB_MAJOR, tty_minor))
+            handle.nodes.append(
+                self.node(name, "char", TTY_USB_MAJOR, tty_minor) if make_nodes else self.dev / name
+            )
         return handle
 
     def unplug(self, handle: UsbHandle) -> None:

@@ -18,7 +18,7 @@ from nomad_device.plugins.generic.config import (
     parse_attribute,
     settings_from,
 )
-from nomad_device.plugins.generic.discovery import _id_base, _path_id, natural_key, size_attribute
+from nomad_device.plugins.generic.discovery import id_base, _path_id, natural_key, size_attribute
 from nomad_device.plugins.generic.plugin import GenericDevicePlugin
 from nomad_device.plugins.generic.reservation import rfc3339
 from nomad_device.plugins.generic.roots import Roots
@@ -233,8 +233,8 @@ def test_path_ids_are_the_path_below_the_fixed_directory(
 
 
 def test_helpers() -> None:
-    assert _id_base("/dev/kvm") is None
-    assert _id_base("/dev/*") == "/dev"
+    assert id_base("/dev/kvm") is None
+    assert id_base("/dev/*") == "/dev"
     assert sorted(["loop10", "loop2", "loop1"], key=natural_key) == ["loop1", "loop2", "loop10"]
     assert env_prefix("usb-serial") == "GENERIC_USB_SERIAL_"
     assert env_prefix("Zigbee.Stick") == "GENERIC_ZIGBEE_STICK_"

@@ -48,7 +48,7 @@ from nomad_device.plugins.generic.sysfs import (
     usb_nodes,
 )
 
-__all__ = ["Found", "Node", "ScanResult", "Scanner", "natural_key", "size_attribute"]
+__all__ = ["Found", "Node", "ScanResult", "Scanner", "id_base", "natural_key", "size_attribute"]
 
 _MAGIC: Final = re.compile(r"[*?[]")
 _SERIAL_SAFE: Final = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -142,7 +142,7 @@ def kind_of(mode: int) -> str:
     return "other"
 
 
-def _id_base(pattern: str) -> str | None:
+def id_base(pattern: str) -> str | None:
     """The fixed directory of a glob (``/dev/serial/by-id``), None without wildcards."""
     parts = pattern.split("/")
     for i, part in enumerate(parts):
@@ -154,7 +154,7 @@ def _id_base(pattern: str) -> str | None:
 def _path_id(pattern: str, canonical: str, base: str | None = "") -> str:
     """The ID of a match: its path below ``base``, the pattern's fixed directory."""
     if base == "":
-        base = _id_base(pattern)
+        base = id_base(pattern)
     if base is None:
         return os.path.basename(canonical) or canonical
     prefix = base.rstrip("/") + "/"
@@ -218,7 +218,7 @@ class Scanner:
         (named by a symlink's name when one of the matches is a symlink)."""
         by_node: dict[str, tuple[bool, Found]] = {}
         for pattern in kind.paths:
-            base = _id_base(pattern)
+            base = id_base(pattern)
             matches = self._glob(pattern)
             if not matches:
                 empty.add((kind.label, pattern))
