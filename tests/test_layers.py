@@ -87,3 +87,22 @@ def test_transport_knows_no_nomad() -> None:
         text = path.read_text()
         for word in ("NOMAD_", "hashicorp.nomad", "DevicePlugin", "BasePlugin", "e4327c2e"):
             assert word not in text, f"{path.name} mentions {word}"
+
+
+def test_nothing_imports_an_entry_point() -> None:
+    """A ``__main__`` module is the top of its unit: importing one closes a circle
+    (the REPL once took ``parse_interval`` from ``cli/__main__.py``)."""
+    wrong = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            wrong.extend(
+                f"{path.relative_to(SRC)} imports {name}"
+                for name in names
+                if name.endswith("__main__")
+            )
+    assert wrong == []

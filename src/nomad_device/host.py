@@ -45,12 +45,28 @@ class CallError(Exception):
 
 
 class Stream(Generic[T]):
-    """An open server stream; iterate it, ``cancel()`` to end it from our side."""
+    """An open server stream; iterate it, ``cancel()`` to end it from our side.
 
-    def __init__(self, method: str, call: Any, convert_fn: Callable[[Any], T]) -> None:
+    Iteration stops cleanly only when the end is ours: after :meth:`cancel`
+    (also done by :meth:`next` on a timeout and by leaving a ``with`` block),
+    or once our side began to close the connection (``kill()``, ``close()``).
+    Any other end the plugin gives the stream -- CANCELLED included, which a
+    plugin that cancels its own handler sends -- raises :class:`CallError`:
+    a Nomad client counts every such end as the plugin failing.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        call: Any,
+        convert_fn: Callable[[Any], T],
+        closed: Callable[[], bool] | None = None,
+    ) -> None:
         self._method = method
         self._call = call
         self._convert = convert_fn
+        self._closed = closed
+        self._cancelled = False
 
     def __iter__(self) -> Iterator[T]:
         return self
@@ -59,9 +75,14 @@ class Stream(Generic[T]):
         try:
             return self._convert(next(self._call))
         except grpc.RpcError as exc:
-            if isinstance(exc, grpc.Call) and exc.code() == grpc.StatusCode.CANCELLED:
+            if self._ended_by_us(exc):
                 raise StopIteration from None
             raise CallError.wrap(self._method, exc) from None
+
+    def _ended_by_us(self, exc: grpc.RpcError) -> bool:
+        if not isinstance(exc, grpc.Call) or exc.code() != grpc.StatusCode.CANCELLED:
+            return False
+        return self._cancelled or (self._closed is not None and self._closed())
 
     def next(self, timeout: float) -> T:
         """The next message within ``timeout`` seconds.
@@ -81,6 +102,7 @@ class Stream(Generic[T]):
                 raise TimeoutError(f"{self._method}: no message within {timeout:g}s") from None
 
     def cancel(self) -> None:
+        self._cancelled = True
         self._call.cancel()
 
     def __enter__(self) -> Stream[T]:
@@ -169,7 +191,10 @@ class DevicePluginClient:
     def fingerprint(self) -> Stream[list[DeviceGroup]]:
         call = self._device.Fingerprint(device_pb2.FingerprintRequest())
         return Stream(
-            "Fingerprint", call, lambda pb: [convert.group_from_proto(g) for g in pb.device_group]
+            "Fingerprint",
+            call,
+            lambda pb: [convert.group_from_proto(g) for g in pb.device_group],
+            self._closed,
         )
 
     def reserve(self, device_ids: Sequence[str], timeout: float | None = 30) -> Reservation:
@@ -183,7 +208,10 @@ class DevicePluginClient:
         duration.FromNanoseconds(round(seconds * 1e9))
         call = self._device.Stats(device_pb2.StatsRequest(collection_interval=duration))
         return Stream(
-            "Stats", call, lambda pb: [convert.group_stats_from_proto(g) for g in pb.groups]
+            "Stats",
+            call,
+            lambda pb: [convert.group_stats_from_proto(g) for g in pb.groups],
+            self._closed,
         )
 
     # -- lifetime ----------------------------------------------------------------
@@ -200,6 +228,9 @@ class DevicePluginClient:
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+    def _closed(self) -> bool:
+        return self.process.closing
 
     def _unary(self, method: str, fn: Any, request: Any, timeout: float | None) -> Any:
         try:

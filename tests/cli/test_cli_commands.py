@@ -192,6 +192,22 @@ def test_plugin_block_args_are_passed(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["Name"] == "sdk-test-async"
 
 
+def test_a_py_plugin_gets_the_block_named_after_its_script(tmp_path: Path) -> None:
+    """``license_seats.py`` (not executable: run with this Python) among two blocks."""
+    script = tmp_path / "license_seats.py"
+    script.write_text(SDK_PLUGIN.read_text())
+    script.chmod(0o644)
+    agent = write(
+        tmp_path / "multi.hcl",
+        'plugin "nomad-device-example" {\n  config {\n    dir = "/srv"\n  }\n}\n'
+        'plugin "license_seats" {\n  config {\n    devices = 4\n  }\n}\n',
+    )
+    result = run_cli("config", "--json", "--config", "multi.hcl", "license_seats.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["Config"]["devices"] == 4
+    assert agent.is_file()
+
+
 def test_plugin_refuses_its_config() -> None:
     result = run_cli("fingerprint", "--config-json", '{"devices": -1}', SDK)
     assert result.returncode == 1

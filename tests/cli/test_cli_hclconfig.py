@@ -172,3 +172,60 @@ def test_missing_python_hcl2_says_how_to_install_it(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(hclconfig.MissingExtraError, match=r"pip install 'nomad-device-sdk\[cli\]'"):
         hclconfig.parse_agent_text("config {}\n")
+
+
+# ------------------------------------------------------- which block is the plugin's
+
+MULTI = """
+plugin "license_seats" {
+  config {
+    seats = 3
+  }
+}
+
+plugin "nomad-device-example" {
+  config {
+    dir = "/srv/devices"
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # The launcher runs a .py file that is not executable with this Python.
+        ["/usr/bin/python3", "/home/me/license_seats.py"],
+        ["/venv/bin/python3.11", "-u", "license_seats.py", "--flag"],
+        ["python", "-X", "dev", "./license_seats.py"],
+        ["./license_seats.py"],
+        ["/opt/nomad/plugins/license_seats"],
+        ["python3", "-m", "license_seats"],
+    ],
+)
+def test_a_python_plugin_gets_the_block_named_after_its_script(command: list[str]) -> None:
+    block = hclconfig.parse_agent_text(MULTI, "multi.hcl").select(command, None)
+    assert block.name == "license_seats"
+    assert plain(block.config) == {"seats": 3}
+
+
+def test_the_exact_file_name_wins_over_the_name_without_py() -> None:
+    text = MULTI + 'plugin "license_seats.py" {\n  config {\n    seats = 9\n  }\n}\n'
+    block = hclconfig.parse_agent_text(text).select(["python3", "license_seats.py"], None)
+    assert block.name == "license_seats.py"
+    # A block named after the file without .py is not taken for a file without it.
+    block = hclconfig.parse_agent_text(text).select(["./license_seats"], None)
+    assert block.name == "license_seats"
+
+
+def test_an_ambiguous_python_plugin_names_the_script_not_the_interpreter() -> None:
+    agent = hclconfig.parse_agent_text(MULTI, "multi.hcl")
+    with pytest.raises(hclconfig.ConfigFileError) as failed:
+        agent.select(["/usr/bin/python3", "other.py"], None)
+    assert "none is named after 'other.py' or 'other'" in str(failed.value)
+    assert "python3" not in str(failed.value)
+
+
+def test_nomad_strips_exe_from_the_file_name() -> None:
+    block = hclconfig.parse_agent_text(MULTI).select([r"nomad-device-example.exe"], None)
+    assert block.name == "nomad-device-example"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -48,7 +51,8 @@ def test_option_reports_warnings_and_skips(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout
     assert "collected 36 items / 32 deselected / 4 selected" in done.stdout
     assert "ConformanceWarning: stdout-quiet:" in done.stdout
-    assert "SKIPPED" in done.stdout and "info: the plugin needs operator config" in done.stdout
+    assert "SKIPPED" in done.stdout
+    assert "the plugin needs operator config to run: 'dir' is required" in done.stdout
 
 
 def test_option_passes_config_json(tmp_path: Path) -> None:
@@ -59,6 +63,90 @@ def test_option_passes_config_json(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout
     assert "18 passed" in done.stdout
+
+
+def test_strict_option_fails_skipped_checks(tmp_path: Path) -> None:
+    done = _pytest(
+        tmp_path,
+        f"--nomad-device-conformance={_command('needs_config')}",
+        "--nomad-device-strict",
+    )
+    assert done.returncode == 1, done.stdout
+    assert "9 failed, 9 passed" in done.stdout
+    assert "(--nomad-device-strict: skipped)" in done.stdout
+    assert "::first-fingerprint" in done.stdout
+
+
+def test_option_passes_an_agent_file(tmp_path: Path) -> None:
+    (tmp_path / "agent.hcl").write_text(
+        'plugin "needs_config" {\n  config {\n    dir = "/srv/widgets"\n  }\n}\n'
+    )
+    done = _pytest(
+        tmp_path,
+        f"--nomad-device-conformance={_command('needs_config')}",
+        "--nomad-device-config=agent.hcl",
+        "--nomad-device-strict",
+    )
+    assert done.returncode == 0, done.stdout
+    assert "18 passed" in done.stdout
+
+
+def test_fixture_takes_an_agent_file_and_strict(tmp_path: Path) -> None:
+    (tmp_path / "agent.hcl").write_text(
+        'plugin "needs_config" {\n  config {\n    dir = "/srv/widgets"\n  }\n}\n'
+    )
+    (tmp_path / "test_configured.py").write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+
+            import pytest
+
+            from nomad_device.testing.conformance import ConformanceError
+
+            PLUGIN = [sys.executable, {str(FIXTURES / "needs_config.py")!r}]
+
+
+            def test_configured(device_plugin_conformance):
+                report = device_plugin_conformance(PLUGIN, config_file="agent.hcl")
+                report.assert_ok(allow_warnings=False, strict=True)
+
+
+            def test_unconfigured_is_not_enough_in_ci(device_plugin_conformance):
+                report = device_plugin_conformance(PLUGIN)
+                report.assert_ok()
+                with pytest.raises(ConformanceError, match="9 of 18 checks skipped"):
+                    report.assert_ok(strict=True)
+            """
+        )
+    )
+    done = _pytest(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+
+
+def test_without_pytest_the_plugin_names_the_extra(tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden" / "pytest"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError(\"No module named 'pytest'\")\n")
+    done = subprocess.run(
+        [sys.executable, "-c", "import nomad_device.testing.pytest_plugin"],
+        env={**os.environ, "PYTHONPATH": str(hidden.parent)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "pip install 'nomad-device-sdk[test]'" in done.stderr
+
+
+def test_the_test_extra_brings_what_the_plugin_needs() -> None:
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    extra = project["project"]["optional-dependencies"]["test"]
+    names = {re.split(r"[<>=!~\[ ]", spec, maxsplit=1)[0] for spec in extra}
+    # pytest for the plugin itself, python-hcl2 for conformance runs from an agent file.
+    assert {"pytest", "python-hcl2"} <= names
 
 
 def test_fixtures_in_an_authors_tests(tmp_path: Path) -> None:

@@ -7,7 +7,13 @@ import json
 import pytest
 
 from nomad_device.proto import attribute_pb2, device_pb2
-from nomad_device.testing.conformance import CHECKS, CheckResult, ConformanceReport, Status
+from nomad_device.testing.conformance import (
+    CHECKS,
+    CheckResult,
+    ConformanceError,
+    ConformanceReport,
+    Status,
+)
 from nomad_device.testing.conformance.checks import check
 from nomad_device.testing.conformance.runner import (
     _STRICT_SEMVER_RE,
@@ -138,3 +144,25 @@ def test_every_check_is_documented() -> None:
     for c in CHECKS:
         assert c.title and c.why.endswith(".") and c.fix.endswith((".", ")"))
         assert c.section in {"2", "3", "4", "5", "6"}
+
+
+def test_the_verdict_counts_skipped_checks() -> None:
+    half = _report(*([Status.PASS] * 9 + [Status.SKIP] * 9))
+    assert half.ok and not half.complete
+    assert half.passes() and not half.passes(strict=True)
+    last = half.render().splitlines()[-1]
+    assert last.endswith("-- CONFORMS ONLY IN PART: 9 of 18 checks skipped, which prove nothing")
+    assert (
+        half.render(strict=True)
+        .splitlines()[-1]
+        .endswith("-- DOES NOT CONFORM: 9 of 18 checks skipped (--strict)")
+    )
+    data = json.loads(half.to_json(strict=True))
+    assert (data["ok"], data["complete"], data["strict"]) == (False, False, True)
+    assert json.loads(half.to_json())["ok"] is True
+    half.assert_ok()
+    with pytest.raises(ConformanceError, match="DOES NOT CONFORM: 9 of 18"):
+        half.assert_ok(strict=True)
+    full = _report(*([Status.PASS] * 18))
+    assert full.render(strict=True).splitlines()[-1].endswith("-- CONFORMS")
+    full.assert_ok(strict=True)

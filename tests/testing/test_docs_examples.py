@@ -99,7 +99,7 @@ def test_every_block_is_exercised() -> None:
         "test_thermo_unit.py",
         "thermo_plugin.py",
     ]
-    assert len(_snippets()) == 1
+    assert len(_snippets()) == 2
     assert len(_commands()) == 2
     assert len(_samples()) == 2
 
@@ -116,7 +116,9 @@ def test_snippets_run(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(workdir)
     monkeypatch.syspath_prepend(str(workdir))
     for snippet in _snippets():
-        exec(compile(snippet, str(DOC), "exec"), {"__name__": "docs_example"})
+        # As a reader runs it: without this file's `from __future__ import annotations`.
+        code = compile(snippet, str(DOC), "exec", dont_inherit=True)
+        exec(code, {"__name__": "docs_example"})
     sys.modules.pop("thermo_plugin", None)
 
 

@@ -291,3 +291,18 @@ def test_plugin_defaults_match_the_sdk_encoder() -> None:
     for name in ("sdk_plugin", "config_plugin"):
         config = _plugin_config(name)
         assert defaults_only_config(config_spec(config)) == encode_config(config())
+
+
+def test_config_required_names_the_missing_settings() -> None:
+    spec = h.Object(
+        {
+            "device_dir": h.Attr("device_dir", "string", True),
+            "limits": h.Block("limits", h.Object({"max": h.Attr("max", "number", True)}), True),
+        }
+    )
+    with pytest.raises(ConfigRequired) as raised:
+        defaults_only_config(spec)
+    assert raised.value.settings == ("device_dir", "limits")
+    with pytest.raises(ConfigRequired) as raised:
+        config_from_json(spec, {"device_dir": "/x", "limits": [{}]})
+    assert raised.value.settings == ("limits.max",)

@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from typing import Final, TextIO
 
 from nomad_device.cli.console import Console
+from nomad_device.cli.parsing import parse_count as _count
+from nomad_device.cli.parsing import parse_interval
+from nomad_device.cli.parsing import parse_interval as _seconds
 from nomad_device.cli.render import Style, color_wanted
 from nomad_device.cli.session import Interrupted, SignalGuard, resolve_command
 
@@ -30,6 +33,7 @@ COMMANDS: Final = {
     "stats": "show device statistics (--interval, --count)",
     "reserve": "reserve device IDs and show how a task would get them",
     "demo": "run nomad-device-example on a demo directory",
+    "check": "will a job get its devices? Nomad's placement, explained (JOB then a source)",
 }
 #: Options taking a value, so the default command can be found before parsing.
 _VALUE_OPTIONS: Final = frozenset(
@@ -43,6 +47,11 @@ _VALUE_OPTIONS: Final = frozenset(
         "--interval",
         "--count",
         "--timeout",
+        "--node",
+        "-var",
+        "--var",
+        "-var-file",
+        "--var-file",
     }
 )
 _EPILOG: Final = """\
@@ -56,37 +65,8 @@ examples:
   nomad-device-launcher reserve dev1 dev2 -- ./my-plugin
   nomad-device-launcher ./my-plugin            (interactive session)
   nomad-device-launcher demo
+  nomad-device-launcher check job.hcl --nomad   (will the job get its devices?)
 """
-
-
-def parse_interval(text: str) -> float:
-    """Seconds from ``1.5`` or a Go duration such as ``500ms``/``2s``/``1m``."""
-    try:
-        value = float(text)
-    except ValueError:
-        from nomad_device.golang import GoDurationError, parse_duration
-
-        try:
-            value = parse_duration(text) / 1e9
-        except GoDurationError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix("time: ")) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
-def _seconds(text: str) -> float:
-    return parse_interval(text)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("count must be 0 (no limit) or more")
-    return value
 
 
 def _common(suppress: bool) -> argparse.ArgumentParser:
@@ -189,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
                 "--timeout", type=_seconds, default=30.0, help="wait for each step (seconds)"
             )
             continue
+        if name == "check":
+            from nomad_device.cli.check.cli import add_arguments
+
+            add_arguments(p)
+            continue
         if name == "reserve":
             p.add_argument(
                 "args",
@@ -276,6 +261,9 @@ def main(
 
     positional: list[str] = list(getattr(ns, "args", []) or [])
     ids: list[str] = []
+    job: str | None = None
+    if ns.command == "check" and positional:
+        job, positional = positional[0], positional[1:]
     if ns.command == "demo":
         plugin: list[str] = []
     elif tail is not None:
@@ -319,6 +307,11 @@ def main(
         log_level=level,
         color=ns.color,
         keep=getattr(ns, "keep", False),
+        job=job,
+        node_file=getattr(ns, "node", None),
+        nomad=getattr(ns, "nomad", False),
+        variables=getattr(ns, "var", None) or [],
+        var_files=getattr(ns, "var_file", None) or [],
     )
     console = Console(
         out, err, Style(color_wanted(out, opts.color)), Style(color_wanted(err, opts.color))

@@ -20,7 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
 
-from nomad_device.cli import hclconfig, nomadjson, render
+from nomad_device.cli import nomadjson, render
 from nomad_device.cli.console import Console
 from nomad_device.cli.session import (
     PluginError,
@@ -33,7 +33,7 @@ from nomad_device.cli.session import (
 from nomad_device.constants import DEVICE_API_VERSION
 from nomad_device.host import CallError, DevicePluginClient
 from nomad_device.model import DeviceGroup, PluginInfo
-from nomad_device.wire import cty, hclspec
+from nomad_device.wire import agentfile, cty, hclspec
 from nomad_device.wire.hcldec import Decoded, JValue, SchemaError, compile_spec, decode, encode
 
 __all__ = ["App", "Failure", "Opened", "Options"]
@@ -73,6 +73,12 @@ class Options:
     log_level: str = "info"
     color: str = "auto"
     keep: bool = False
+    #: ``check``: the job file, and where the devices come from besides a plugin.
+    job: str | None = None
+    node_file: str | None = None
+    nomad: bool = False
+    variables: list[str] = field(default_factory=list)
+    var_files: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -137,20 +143,20 @@ class App:
         opts = self.opts
         try:
             if opts.config_json is not None:
-                self.config_body = hclconfig.load_json_config(opts.config_json)
+                self.config_body = agentfile.load_json_config(opts.config_json)
                 self.config_origin = (
                     opts.config_json[1:] if opts.config_json.startswith("@") else "--config-json"
                 )
             elif opts.config_file is not None:
-                agent = hclconfig.parse_agent_file(opts.config_file)
+                agent = agentfile.parse_agent_file(opts.config_file)
                 block = agent.select(opts.plugin, opts.plugin_name)
                 self.config_body = block.config
                 self.config_origin = opts.config_file
                 if block.args and not opts.plugin_args_given:
                     opts.plugin = [*opts.plugin, *block.args]
-        except hclconfig.ConfigFileError as exc:
+        except agentfile.ConfigFileError as exc:
             raise Failure(str(exc)) from None
-        except hclconfig.MissingExtraError as exc:
+        except agentfile.MissingExtraError as exc:
             raise Failure(str(exc)) from None
 
     def launch(self) -> tuple[PluginSession, DevicePluginClient]:
@@ -423,6 +429,11 @@ class App:
 
         opened = self.open()
         return Repl(self, opened).run()
+
+    def cmd_check(self) -> int:
+        from nomad_device.cli.check.command import run_check
+
+        return run_check(self)
 
     def cmd_demo(self) -> int:
         from nomad_device.cli.demo import run_demo

@@ -13,6 +13,7 @@ If the plugin dies, the session ends at once with the reason.
 
 from __future__ import annotations
 
+import argparse
 import re
 import threading
 import time
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from nomad_device.cli import render
+from nomad_device.cli.parsing import parse_interval
 from nomad_device.cli.session import PluginDied
 from nomad_device.host import CallError, Stream
 
@@ -310,10 +312,6 @@ class Repl:
         if "stats" in self.feeds:
             self.console.print("> stats is already running")
             return
-        import argparse
-
-        from nomad_device.cli.__main__ import parse_interval
-
         try:
             interval = parse_interval(args[0]) if args else 1.0
         except argparse.ArgumentTypeError as exc:

@@ -96,7 +96,12 @@ class PluginProcess:
         self.logger = logger
         self._stdio_thread: threading.Thread | None = None
         self._bridge: TLSBridge | None = None
+        self._client_pair: KeyPair | None = None
+        self._channel_closed = False
         self.stdio: list[tuple[int, bytes]] = []
+        #: True once this side began to end the connection (``close()`` or ``kill()``):
+        #: from then on, an end of any stream is ours, not the plugin's.
+        self.closing = False
 
     # -- construction -------------------------------------------------------
 
@@ -213,27 +218,10 @@ class PluginProcess:
         client_pair: KeyPair | None,
         timeout: float,
     ) -> PluginProcess:
-        target = f"unix:{config.address}" if config.network == "unix" else config.address
-        bridge: TLSBridge | None = None
-        if config.server_cert_pem is not None:
-            if client_pair is None:
-                raise PluginError("the plugin uses AutoMTLS: a client key pair is needed")
-            # TLS through Python's OpenSSL: gRPC's BoringSSL cannot speak go-plugin's
-            # P-521 certificates (see docs/interop.md).
-            from nomad_device.goplugin.tlsproxy import TLSBridge
-
-            bridge = TLSBridge(config.network, config.address, config.server_cert_pem, client_pair)
-            target = f"unix:{bridge.address}"
-        channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
-        try:
-            grpc.channel_ready_future(channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError as exc:
-            channel.close()
-            if bridge is not None:
-                bridge.close()
-            raise PluginError(f"cannot connect to plugin at {config.address}") from exc
+        channel, bridge = _open_channel(config, client_pair, timeout)
         plugin = cls(config, channel, process, logger)
         plugin._bridge = bridge
+        plugin._client_pair = client_pair
         plugin._start_stdio()
         return plugin
 
@@ -259,6 +247,10 @@ class PluginProcess:
         self._stdio_thread.start()
 
     def _close_channel(self) -> None:
+        self.closing = True
+        if self._channel_closed:
+            return
+        self._channel_closed = True
         self.channel.close()
         if self._bridge is not None:
             self._bridge.close()
@@ -270,19 +262,11 @@ class PluginProcess:
     def kill(self, grace: float = KILL_GRACE) -> KillResult:
         """Shutdown RPC, wait ``grace`` seconds, then SIGKILL the PID only."""
         start = time.monotonic()
+        self.closing = True
         if not self._alive():
             self._close_channel()
             return KillResult("gone", 0.0, self._returncode())
-        stub = goplugin_controller_pb2_grpc.GRPCControllerStub(self.channel)
-        graceful = True
-        try:
-            stub.Shutdown(goplugin_controller_pb2.Empty(), timeout=grace)
-        except grpc.RpcError as exc:
-            # The plugin may close the connection as it exits; that is fine.
-            code = exc.code() if isinstance(exc, grpc.Call) else None
-            graceful = code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
-            if not graceful:
-                self.logger.warning("error closing client during kill: %s", exc)
+        graceful = self._shutdown_rpc(grace)
         self._close_channel()
         if graceful and self._wait(grace):
             return KillResult("graceful", time.monotonic() - start, self._returncode())
@@ -290,6 +274,34 @@ class PluginProcess:
             os.kill(self.pid, signal.SIGKILL)
         self._wait(5.0)
         return KillResult("forced", time.monotonic() - start, self._returncode())
+
+    def _shutdown_rpc(self, grace: float) -> bool:
+        """Call Shutdown; False when the plugin could not be asked to exit.
+
+        After :meth:`close` the channel is gone (and gRPC crashes the process on a
+        call through a closed channel), so the call goes over a connection of its own.
+        """
+        channel, bridge = self.channel, None
+        if self._channel_closed:
+            try:
+                channel, bridge = _open_channel(self.reattach_config, self._client_pair, grace)
+            except PluginError:
+                return False
+        try:
+            stub = goplugin_controller_pb2_grpc.GRPCControllerStub(channel)
+            stub.Shutdown(goplugin_controller_pb2.Empty(), timeout=grace)
+        except grpc.RpcError as exc:
+            # The plugin may close the connection as it exits; that is fine.
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                self.logger.warning("error closing client during kill: %s", exc)
+                return False
+        finally:
+            if channel is not self.channel:
+                channel.close()
+                if bridge is not None:
+                    bridge.close()
+        return True
 
     def _alive(self) -> bool:
         if self.process is not None:
@@ -312,6 +324,32 @@ class PluginProcess:
                 return True
             time.sleep(0.02)
         return not _pid_alive(self.pid)
+
+
+def _open_channel(
+    config: ReattachConfig, client_pair: KeyPair | None, timeout: float
+) -> tuple[grpc.Channel, TLSBridge | None]:
+    """A ready channel to the plugin (through a TLS bridge for AutoMTLS)."""
+    target = f"unix:{config.address}" if config.network == "unix" else config.address
+    bridge: TLSBridge | None = None
+    if config.server_cert_pem is not None:
+        if client_pair is None:
+            raise PluginError("the plugin uses AutoMTLS: a client key pair is needed")
+        # TLS through Python's OpenSSL: gRPC's BoringSSL cannot speak go-plugin's
+        # P-521 certificates (see docs/interop.md).
+        from nomad_device.goplugin.tlsproxy import TLSBridge
+
+        bridge = TLSBridge(config.network, config.address, config.server_cert_pem, client_pair)
+        target = f"unix:{bridge.address}"
+    channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout)
+    except grpc.FutureTimeoutError as exc:
+        channel.close()
+        if bridge is not None:
+            bridge.close()
+        raise PluginError(f"cannot connect to plugin at {config.address}") from exc
+    return channel, bridge
 
 
 def _pid_alive(pid: int) -> bool:
@@ -364,13 +402,24 @@ def _read_handshake(
     return line
 
 
+#: How many distinct errors of an ``on_log`` callback are logged (then they are counted).
+_CALLBACK_ERRORS_LOGGED: Final = 10
+
+
 def _relay_stderr(
     process: subprocess.Popen[bytes],
     logger: logging.Logger,
     on_log: LogCallback | None,
     recent: collections.deque[str],
 ) -> None:
+    """Read the plugin's stderr to the end, whatever ``on_log`` does.
+
+    A relay that stopped reading would let the pipe fill, and the plugin's next
+    write to stderr -- a log line from its event loop -- would block it. So a
+    raising callback is logged (once per distinct error) and reading goes on.
+    """
     assert process.stderr is not None
+    seen: set[tuple[str, str]] = set()
     for raw in process.stderr:
         text = raw.decode("utf-8", "replace").rstrip("\r\n")
         recent.append(text)
@@ -379,12 +428,31 @@ def _relay_stderr(
         except ValueError:
             entry = HclogEntry("debug", text, None, raw=True)
         if on_log is not None:
-            on_log(entry)
+            try:
+                on_log(entry)
+            except Exception as exc:
+                _callback_failed(logger, exc, seen)
         logger.log(
             python_level(entry.level),
             entry.message,
             extra={"plugin_module": entry.module, "plugin_fields": dict(entry.fields)},
         )
+
+
+def _callback_failed(logger: logging.Logger, exc: Exception, seen: set[tuple[str, str]]) -> None:
+    key = (type(exc).__name__, str(exc))
+    if key in seen or len(seen) > _CALLBACK_ERRORS_LOGGED:
+        return
+    seen.add(key)
+    if len(seen) > _CALLBACK_ERRORS_LOGGED:
+        logger.error("the on_log callback keeps failing; further distinct errors are not logged")
+        return
+    logger.error(
+        "the on_log callback raised %s: %s (the plugin's stderr is still relayed)",
+        key[0],
+        exc,
+        exc_info=exc,
+    )
 
 
 def _force_kill(process: subprocess.Popen[bytes]) -> None:

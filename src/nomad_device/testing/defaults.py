@@ -21,6 +21,7 @@ key path it concerns when that is not the top level.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
@@ -47,7 +48,15 @@ class ConfigBodyError(ValueError):
 
 
 class ConfigRequired(ConfigBodyError):
-    """The schema requires settings that have no default and were not given."""
+    """The schema requires settings that have no default and were not given.
+
+    ``settings`` names them (``device_dir``, ``limits.max_devices``), for
+    messages that say what to write rather than quote HCL.
+    """
+
+    def __init__(self, problems: Sequence[str], settings: Sequence[str] = ()) -> None:
+        super().__init__(problems)
+        self.settings = tuple(settings)
 
 
 def defaults_only_config(spec: hclspec.Spec) -> bytes:
@@ -103,7 +112,7 @@ def decode_body(spec: hclspec.Spec, body: Mapping[str, object] | str) -> Typed:
     if decoded.diagnostics:
         problems = [_problem(d) for d in decoded.diagnostics]
         if all(_is_missing(d) for d in decoded.diagnostics):
-            raise ConfigRequired(problems)
+            raise ConfigRequired(problems, [_setting(d) for d in decoded.diagnostics])
         raise ConfigBodyError(problems)
     return decoded.value, decoded.type
 
@@ -115,6 +124,17 @@ def _no_constant(name: str) -> object:
 def _problem(diag: hcldec.Diagnostic) -> str:
     where = cty.format_path(diag.path)
     return f"{where}: {diag.text()}" if where else diag.text()
+
+
+def _setting(diag: hcldec.Diagnostic) -> str:
+    """The key a "missing" diagnostic asks for, with the path of the body it is missing from."""
+    quoted = _QUOTED_RE.search(diag.detail)
+    name = quoted.group(1) if quoted else diag.summary
+    where = cty.format_path(diag.path)
+    return f"{where}.{name}" if where else name
+
+
+_QUOTED_RE = re.compile(r'"([^"\\]+)"')
 
 
 def _is_missing(diag: hcldec.Diagnostic) -> bool:

@@ -1,8 +1,9 @@
 """pytest plugin for device-plugin authors (fixtures and the conformance suite).
 
-Installed with the SDK and loaded by pytest automatically. Until a fixture or
-the option is used it imports nothing of the testing machinery: everything
-beyond pytest itself is imported inside the fixtures and hooks.
+Registered by the SDK and loaded by pytest automatically; pytest itself comes
+with the ``test`` extra (``pip install 'nomad-device-sdk[test]'``). Until a
+fixture or the option is used it imports nothing of the testing machinery:
+everything beyond pytest itself is imported inside the fixtures and hooks.
 
 Fixtures:
 
@@ -14,8 +15,12 @@ Fixtures:
 
 Command line: ``pytest --nomad-device-conformance="./my-plugin --flag"`` adds one
 test item per conformance check of that command (repeat the option for more
-plugins; ``--nomad-device-config-json`` supplies the config block as JSON).
-Disable the plugin entirely with ``-p no:nomad_device``.
+plugins; ``--nomad-device-config agent.hcl`` or ``--nomad-device-config-json``
+supplies the config block). Disable the plugin entirely with ``-p no:nomad_device``.
+
+In CI, make skipped checks count: ``--nomad-device-strict`` turns every skipped
+check item into a failure, and ``report.assert_ok(strict=True)`` does the same
+for the fixture (a plugin that needs config nobody gave it skips half the suite).
 """
 
 from __future__ import annotations
@@ -24,7 +29,13 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import pytest
+try:
+    import pytest
+except ImportError as exc:  # only when imported by hand: pytest loads it with pytest present
+    raise ImportError(
+        "nomad_device.testing.pytest_plugin needs pytest, which comes with the SDK's "
+        "test extra: pip install 'nomad-device-sdk[test]'"
+    ) from exc
 
 if TYPE_CHECKING:
     from nomad_device.plugin.base import DevicePlugin
@@ -33,6 +44,8 @@ if TYPE_CHECKING:
 
 OPTION = "--nomad-device-conformance"
 CONFIG_OPTION = "--nomad-device-config-json"
+CONFIG_FILE_OPTION = "--nomad-device-config"
+STRICT_OPTION = "--nomad-device-strict"
 
 
 class ConformanceWarning(UserWarning):
@@ -54,6 +67,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="JSON",
         help="the plugin's config block as JSON, for --nomad-device-conformance",
+    )
+    group.addoption(
+        CONFIG_FILE_OPTION,
+        default=None,
+        metavar="FILE",
+        help="an agent's HCL file with the plugin's block, for --nomad-device-conformance "
+        "(read as nomad-device-conformance --config reads it)",
+    )
+    group.addoption(
+        STRICT_OPTION,
+        action="store_true",
+        default=False,
+        help="a skipped conformance check fails its item (use it in CI)",
     )
 
 
@@ -98,8 +124,11 @@ class ConformanceCollector(pytest.Collector):
         if self._report is None:
             from nomad_device.testing.conformance import SuiteOptions, run_conformance
 
-            config_json = self.config.getoption(CONFIG_OPTION)
-            self._report = run_conformance(self.argv, SuiteOptions(config_json=config_json))
+            options = SuiteOptions(
+                config_json=self.config.getoption(CONFIG_OPTION),
+                config_file=self.config.getoption(CONFIG_FILE_OPTION),
+            )
+            self._report = run_conformance(self.argv, options)
         return self._report
 
 
@@ -119,6 +148,8 @@ class ConformanceItem(pytest.Item):
         if result.status is Status.FAIL:
             raise ConformanceCheckFailed(_describe(result))
         if result.status is Status.SKIP:
+            if self.config.getoption(STRICT_OPTION):
+                raise ConformanceCheckFailed(f"{_describe(result)}\n  ({STRICT_OPTION}: skipped)")
             pytest.skip(result.summary)
         if result.status is Status.WARN:
             warnings.warn(ConformanceWarning(f"{result.id}: {result.summary}"), stacklevel=1)
@@ -144,8 +175,11 @@ def _describe(result: CheckResult) -> str:
 def device_plugin_conformance() -> Callable[..., ConformanceReport]:
     """Run the conformance suite: ``device_plugin_conformance(command, **options)``.
 
-    Options are those of :class:`~nomad_device.testing.conformance.SuiteOptions`
-    (``config_json``, ``config``, ``timeout``, ``open_window``, ``env``, ``cwd`` ...).
+    Options are those of :class:`~nomad_device.testing.conformance.SuiteOptions`:
+    the plugin's config as ``config_file=`` (an agent's HCL file), ``config_json=``
+    (a mapping or JSON text) or ``config=`` (raw msgpack bytes), and ``timeout``,
+    ``start_timeout``, ``open_window``, ``env``, ``cwd``, ``plugin_name``.
+    In CI, check with ``report.assert_ok(strict=True)`` so that skips fail too.
     """
 
     def run(command: Sequence[str], **options: Any) -> ConformanceReport:

@@ -18,7 +18,7 @@ encoded with the value's own type. This module reproduces the last three steps:
 
 Diagnostics keep HCL's summary and detail texts, which Nomad prints as
 ``summary: detail``. The front end that reads agent files and ``--config-json``
-text is :mod:`nomad_device.cli.hclconfig`.
+text is :mod:`nomad_device.wire.agentfile`.
 """
 
 from __future__ import annotations

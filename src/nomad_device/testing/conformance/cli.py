@@ -2,10 +2,11 @@
 
 Usage::
 
-    nomad-device-conformance [--json] [--config-json JSON] [--timeout S] -- PLUGIN_CMD ARGS...
+    nomad-device-conformance [--json] [-c agent.hcl | --config-json JSON] [--strict]
+                             [--timeout S] -- PLUGIN_CMD ARGS...
 
-Exit status: 0 when no check failed (warnings allowed), 1 when one did, 2 for
-a usage error.
+Exit status: 0 when no check failed (warnings and skips allowed, skips not with
+``--strict``), 1 when one did, 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ __all__ = ["main"]
 EPILOG = """\
 examples:
   nomad-device-conformance -- nomad-device-example
+  nomad-device-conformance --config agent.hcl -- ./my-plugin
   nomad-device-conformance --config-json '{"dir": "/srv/devices"}' -- ./my-plugin -v
-  nomad-device-conformance --json -- python -m my_plugin > report.json
+  nomad-device-conformance --strict --json -- python -m my_plugin > report.json
 
-The config is what an operator would write in the plugin's config block, as
-JSON; without one the plugin gets the defaults-only config Nomad sends when no
-config block exists. Exit status: 0 if no check failed, 1 if one did.
+The config is what an operator would write in the plugin's config block: an
+agent's HCL file (the plugin "<name>" block named after the plugin's file, as
+the launcher picks it), or the block's body as JSON. Without one the plugin
+gets the defaults-only config Nomad sends when no config block exists.
+Exit status: 0 if no check failed, 1 if one did (or, with --strict, if one was
+skipped), 2 for a usage error.
 """
 
 
@@ -36,9 +41,19 @@ def _parser() -> argparse.ArgumentParser:
         "(Python or Go): handshake, RPC semantics, streams, logging, signals and shutdown.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # A prefix of one option must never be taken for another (--config vs --config-json).
+        allow_abbrev=False,
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     config = parser.add_mutually_exclusive_group()
+    config.add_argument(
+        "-c",
+        "--config",
+        metavar="FILE",
+        dest="config_file",
+        help='agent-style HCL: plugin "<name>" { args = [...] config { ... } }, or a bare '
+        "config { ... } (as nomad-device-launcher reads it)",
+    )
     config.add_argument(
         "--config-json",
         metavar="JSON",
@@ -48,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
         "--config-msgpack-hex",
         metavar="HEX",
         help="raw SetConfig bytes (cty msgpack) in hex, sent as they are",
+    )
+    parser.add_argument(
+        "--plugin-name",
+        metavar="NAME",
+        help="which plugin block of --config to use (default: the one named after the "
+        "plugin's file, or the only one)",
     )
     parser.add_argument(
         "--timeout",
@@ -69,6 +90,11 @@ def _parser() -> argparse.ArgumentParser:
         default=3.0,
         metavar="S",
         help="how long to watch the Fingerprint and Stats streams (default: 3)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="skipped checks fail the run too (use it in CI: a skipped check proves nothing)",
     )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="show the evidence of passing checks too"
@@ -107,22 +133,36 @@ def main(argv: Sequence[str] | None = None) -> int:
                     config_json = f.read()
             except OSError as exc:
                 parser.error(f"--config-json: {exc}")
+    if args.plugin_name is not None and args.config_file is None:
+        parser.error("--plugin-name chooses a block of --config: give --config too")
     options = SuiteOptions(
         config=config_bytes,
         config_json=config_json,
         timeout=args.timeout,
         start_timeout=args.start_timeout,
         open_window=args.window,
+        config_file=args.config_file,
+        plugin_name=args.plugin_name,
     )
-    report = run_conformance(command, options)
-    text = report.to_json() if args.json else report.render(verbose=args.verbose)
+    from nomad_device.wire.agentfile import ConfigFileError, MissingExtraError
+
+    try:
+        report = run_conformance(command, options)
+    except (ConfigFileError, MissingExtraError) as exc:
+        parser.error(str(exc))
+    strict = args.strict
+    text = (
+        report.to_json(strict=strict)
+        if args.json
+        else report.render(verbose=args.verbose, strict=strict)
+    )
     try:
         print(text, flush=True)
     except BrokenPipeError:  # e.g. piped into `head`: the reader has what it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    return 0 if report.ok else 1
+    return 0 if report.passes(strict=strict) else 1
 
 
 def _entry() -> None:  # pragma: no cover - `python -m` convenience

@@ -38,12 +38,30 @@ class ConformanceReport:
         return not self.failures
 
     @property
+    def complete(self) -> bool:
+        """True when no check was skipped: every expectation was actually tried."""
+        return not self.skipped
+
+    def passes(self, *, strict: bool = False) -> bool:
+        """No check failed -- and, when ``strict``, none was skipped either.
+
+        Use ``strict`` in CI: a plugin that needs config nobody gave it, or one that
+        stops early, skips the checks it never reached, and a skipped check proves
+        nothing.
+        """
+        return self.ok and (self.complete or not strict)
+
+    @property
     def failures(self) -> list[CheckResult]:
         return [r for r in self.results if r.status is Status.FAIL]
 
     @property
     def warnings(self) -> list[CheckResult]:
         return [r for r in self.results if r.status is Status.WARN]
+
+    @property
+    def skipped(self) -> list[CheckResult]:
+        return [r for r in self.results if r.status is Status.SKIP]
 
     def result(self, check_id: str) -> CheckResult:
         """The result of one check by id (KeyError if unknown)."""
@@ -58,18 +76,21 @@ class ConformanceReport:
     def counts(self) -> Counter[Status]:
         return Counter(r.status for r in self.results)
 
-    def assert_ok(self, *, allow_warnings: bool = True) -> None:
-        """Raise :class:`ConformanceError` with the rendered report if a check failed."""
-        if self.failures or (not allow_warnings and self.warnings):
-            raise ConformanceError("\n" + self.render())
+    def assert_ok(self, *, allow_warnings: bool = True, strict: bool = False) -> None:
+        """Raise :class:`ConformanceError` with the rendered report if a check failed
+        (or, with ``allow_warnings=False``, warned; with ``strict``, was skipped)."""
+        if not self.passes(strict=strict) or (not allow_warnings and self.warnings):
+            raise ConformanceError("\n" + self.render(strict=strict))
 
     # -- rendering ------------------------------------------------------------------
 
-    def render(self, *, verbose: bool = False) -> str:
+    def render(self, *, verbose: bool = False, strict: bool = False) -> str:
         """The report as text: one line per check, details for findings.
 
         Failures and warnings always show their evidence, why the check matters
-        to Nomad and how to fix it; ``verbose`` adds evidence for the rest.
+        to Nomad and how to fix it; ``verbose`` adds evidence for the rest. The
+        last line counts the outcomes and gives the verdict, which says how many
+        checks were skipped; ``strict`` counts them against the plugin.
         """
         who = shlex.join(self.command)
         lines = [f"Nomad device plugin conformance: {who}"]
@@ -93,15 +114,30 @@ class ConformanceReport:
             f"{len(self.results)} checks: {counts[Status.PASS]} passed, "
             f"{counts[Status.FAIL]} failed, {counts[Status.WARN]} warning(s), "
             f"{counts[Status.SKIP]} skipped in {self.seconds:.1f} s -- "
-            + ("CONFORMS" if self.ok else "DOES NOT CONFORM")
+            + self.verdict(strict=strict)
         )
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
+    def verdict(self, *, strict: bool = False) -> str:
+        """``CONFORMS``, or why not quite: failures, or checks that were skipped."""
+        if not self.ok:
+            return "DOES NOT CONFORM"
+        if self.complete:
+            return "CONFORMS"
+        skipped = f"{len(self.skipped)} of {len(self.results)} checks skipped"
+        if strict:
+            return f"DOES NOT CONFORM: {skipped} (--strict)"
+        return f"CONFORMS ONLY IN PART: {skipped}, which prove nothing"
+
+    def to_dict(self, *, strict: bool = False) -> dict[str, Any]:
+        """The report as plain data; ``ok`` is :meth:`passes` under ``strict``."""
         return {
             "command": list(self.command),
             "plugin": {"name": self.plugin_name, "version": self.plugin_version},
-            "ok": self.ok,
+            "ok": self.passes(strict=strict),
+            "strict": strict,
+            "complete": self.complete,
+            "verdict": self.verdict(strict=strict),
             "seconds": round(self.seconds, 3),
             "counts": {s.value: self.counts()[s] for s in Status},
             "results": [
@@ -119,8 +155,8 @@ class ConformanceReport:
             ],
         }
 
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+    def to_json(self, indent: int | None = 2, *, strict: bool = False) -> str:
+        return json.dumps(self.to_dict(strict=strict), indent=indent, ensure_ascii=False)
 
 
 def _wrap(text: str, indent: int, hanging: int = 0) -> Iterable[str]:

@@ -1,0 +1,111 @@
+"""``nomad-device-launcher check JOB``: gather the devices from one source and judge the job."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nomad_device.cli import nomadjson
+from nomad_device.cli.check.explain import render_json, render_text
+from nomad_device.cli.check.jobspec import JobError, load_job
+from nomad_device.cli.check.model import Job, Node
+from nomad_device.cli.check.nodes import (
+    NodeError,
+    allocation_from_json,
+    load_nodes,
+    node_from_groups,
+    node_from_json,
+)
+from nomad_device.cli.check.placement import evaluate_job, node_skip_reason
+
+if TYPE_CHECKING:
+    from nomad_device.cli.commands import App
+
+__all__ = ["run_check"]
+
+
+def run_check(app: App) -> int:
+    from nomad_device.cli.commands import Failure
+
+    opts = app.opts
+    if not opts.job:
+        raise Failure("check needs a job file: check JOB [--node FILE | --nomad | PLUGIN]", 2)
+    chosen = [
+        s
+        for s, on in (
+            ("a plugin", bool(opts.plugin)),
+            ("--node", opts.node_file is not None),
+            ("--nomad", opts.nomad),
+        )
+        if on
+    ]
+    if len(chosen) != 1:
+        what = " and ".join(chosen) if chosen else "none"
+        raise Failure(
+            "check takes exactly one source of devices: a PLUGIN, --node FILE or --nomad "
+            f"(given: {what})",
+            2,
+        )
+    if opts.job == "-" and opts.node_file == "-":
+        raise Failure("the job and --node cannot both come from stdin", 2)
+    try:
+        job = load_job(opts.job, opts.variables, opts.var_files)
+    except JobError as exc:
+        raise Failure(str(exc), 2) from None
+    filters = True
+    if opts.plugin:
+        nodes, source = _from_plugin(app), "the first fingerprint of the plugin"
+        filters = False
+    elif opts.node_file is not None:
+        try:
+            nodes = load_nodes(opts.node_file)
+        except NodeError as exc:
+            raise Failure(str(exc), 2) from None
+        source = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} from {opts.node_file}"
+    else:
+        nodes, source = _from_cluster(job)
+    report = evaluate_job(job, nodes, source, filters=filters)
+    if opts.json:
+        app.console.print(nomadjson.dumps(render_json(report)))
+    else:
+        app.console.print(render_text(report, app.style))
+    return 0 if report.all_place else 1
+
+
+def _from_plugin(app: App) -> list[Node]:
+    opened = app.open()
+    pump, groups = app.first_fingerprint(opened)
+    pump.cancel()
+    return [node_from_groups(groups, opened.info.name or "plugin")]
+
+
+def _from_cluster(job: Job) -> tuple[list[Node], str]:
+    from nomad_device.cli.check.nomadapi import ApiConfig, ApiError, NomadApi
+    from nomad_device.cli.commands import Failure
+
+    cfg = ApiConfig.from_env()
+    nodes: list[Node] = []
+    try:
+        with NomadApi(cfg) as api:
+            listing = api.nodes()
+            if not isinstance(listing.value, list):
+                raise Failure(f"{cfg.address}/v1/nodes: expected a list of nodes", 2)
+            for i, stub in enumerate(listing.value):
+                brief = node_from_json(stub, f"{cfg.address}/v1/nodes", f"[{i}]", stub_ok=True)
+                if node_skip_reason(brief, job, filters=True):
+                    nodes.append(brief)  # reported as not considered, with the reason
+                    continue
+                origin = f"{cfg.address}/v1/node/{brief.id}"
+                node = node_from_json(api.node(brief.id), origin)
+                allocs = api.allocations(brief.id)
+                if isinstance(allocs.value, list):
+                    node.allocations = [
+                        allocation_from_json(a, origin + "/allocations", f"[{j}]")
+                        for j, a in enumerate(allocs.value)
+                    ]
+                nodes.append(node)
+    except ApiError as exc:
+        raise Failure(str(exc), 2) from None
+    except NodeError as exc:
+        raise Failure(f"unexpected answer from Nomad: {exc}", 2) from None
+    source = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} of the cluster at {cfg.address}"
+    return nodes, source

@@ -1,0 +1,162 @@
+"""What the checker works on: a job's device requests and nodes' device groups.
+
+Field names follow Nomad's structs (``RequestedDevice``, ``NodeDeviceResource``,
+``Allocation``) so the scheduler code reads like the source it mirrors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nomad_device.cli.check.attribute import Attribute
+
+__all__ = [
+    "Affinity",
+    "Allocation",
+    "Constraint",
+    "DeviceRequest",
+    "Instance",
+    "Job",
+    "Node",
+    "NodeDevices",
+    "Task",
+    "TaskGroup",
+    "request_id",
+]
+
+
+@dataclass(frozen=True)
+class Constraint:
+    ltarget: str
+    rtarget: str
+    operand: str
+
+    def __str__(self) -> str:
+        return f"{self.ltarget} {self.operand} {self.rtarget}".rstrip()
+
+
+@dataclass(frozen=True)
+class Affinity:
+    ltarget: str
+    rtarget: str
+    operand: str
+    weight: int
+
+    def __str__(self) -> str:
+        return f"{self.ltarget} {self.operand} {self.rtarget}".rstrip() + f" (weight {self.weight})"
+
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    name: str
+    count: int = 1
+    constraints: tuple[Constraint, ...] = ()
+    affinities: tuple[Affinity, ...] = ()
+    #: Where the request was written, for messages (``job.hcl:12``).
+    where: str = ""
+
+
+def request_id(name: str) -> tuple[str, str, str]:
+    """``RequestedDevice.ID``: (vendor, type, name); an empty part matches anything."""
+    parts = name.split("/", 2)
+    if len(parts) == 1:
+        return "", parts[0], ""
+    if len(parts) == 2:
+        return parts[0], parts[1], ""
+    return parts[0], parts[1], parts[2]
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    devices: tuple[DeviceRequest, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskGroup:
+    name: str
+    tasks: tuple[Task, ...] = ()
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    groups: tuple[TaskGroup, ...]
+    datacenters: tuple[str, ...] = ("*",)
+    node_pool: str = "default"
+    namespace: str = "default"
+    origin: str = ""
+    type: str = "service"
+
+
+@dataclass(frozen=True)
+class Instance:
+    id: str
+    healthy: bool = True
+    health_description: str = ""
+    pci_bus_id: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeDevices:
+    """``NodeDeviceResource``: one device group on a node."""
+
+    vendor: str
+    type: str
+    name: str
+    instances: tuple[Instance, ...] = ()
+    attributes: dict[str, Attribute] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.vendor, self.type, self.name)
+
+    @property
+    def label(self) -> str:
+        return f"{self.vendor}/{self.type}/{self.name}"
+
+    def matches(self, name: str) -> bool:
+        """``DeviceIdTuple.Matches`` of this group against a request's name."""
+        vendor, type_, model = request_id(name)
+        if model and model != self.name:
+            return False
+        if vendor and vendor != self.vendor:
+            return False
+        return not (type_ and type_ != self.type)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A non-terminal allocation on a node, reduced to the devices it holds."""
+
+    id: str
+    name: str
+    job_id: str = ""
+    client_status: str = ""
+    #: (vendor, type, name) -> instance IDs.
+    devices: dict[tuple[str, str, str], tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def short(self) -> str:
+        return self.id[:8]
+
+
+@dataclass
+class Node:
+    id: str
+    name: str
+    devices: list[NodeDevices]
+    datacenter: str = ""
+    node_pool: str = "default"
+    status: str = "ready"
+    eligibility: str = "eligible"
+    draining: bool = False
+    computed_class: str = ""
+    allocations: list[Allocation] = field(default_factory=list)
+    #: Where the node came from (a file, the cluster, a plugin), for messages.
+    origin: str = ""
+
+    @property
+    def short(self) -> str:
+        return self.id[:8] if len(self.id) > 8 else self.id

@@ -1,0 +1,196 @@
+"""The transport checks: cookie, handshake, stdout, health and hclog on stderr.
+
+These are go-plugin's part of the contract (protocol notes, sections 2 to 4):
+what Nomad sees of a plugin before and beside any device RPC.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import grpc
+
+from nomad_device.goplugin.hclog import parse_line
+from nomad_device.host import CallError, DevicePluginClient
+from nomad_device.testing.conformance.checks import Status
+from nomad_device.testing.conformance.launch import APP_VERSION, Launch, plugin_env
+from nomad_device.testing.conformance.suite import Suite, excerpt, seconds
+
+__all__ = ["cookie_refusal", "handshake", "hclog_stderr", "health", "stdout_quiet"]
+
+#: Start-up slower than this is worth a warning: Nomad pays it three times per agent start.
+SLOW_START = 5.0
+#: How long a plugin run without the cookie may take to refuse.
+COOKIE_TIMEOUT = 10.0
+
+
+def cookie_refusal(suite: Suite) -> None:
+    try:
+        proc = subprocess.run(
+            suite.command,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=plugin_env(suite.options, cookie=False),
+            cwd=suite.options.cwd,
+            timeout=COOKIE_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        suite.put(
+            "cookie-refusal",
+            Status.FAIL,
+            f"without the cookie the plugin was still running after {COOKIE_TIMEOUT:g} s",
+            [f"stdout: {excerpt(exc.stdout or b'')}"],
+        )
+        return
+    except OSError as exc:
+        suite.put("cookie-refusal", Status.FAIL, f"cannot start the plugin: {exc}")
+        return
+    evidence = [f"exit status {proc.returncode}"]
+    if proc.stderr.strip():
+        evidence.append(f"stderr: {excerpt(proc.stderr.strip().splitlines()[0])}")
+    if proc.stdout:
+        evidence.append(f"stdout: {excerpt(proc.stdout)}")
+    if proc.stdout:
+        summary = "without the cookie the plugin wrote to stdout"
+        if b"|grpc" in proc.stdout or b"|netrpc" in proc.stdout:
+            summary = "without the cookie the plugin printed a handshake and served anyway"
+        suite.put("cookie-refusal", Status.FAIL, summary, evidence)
+    elif proc.returncode == 0:
+        suite.put("cookie-refusal", Status.FAIL, "without the cookie the plugin exited 0", evidence)
+    elif proc.returncode != 1:
+        suite.put(
+            "cookie-refusal",
+            Status.WARN,
+            f"refused, but with exit status {proc.returncode} instead of 1",
+            evidence,
+        )
+    elif not proc.stderr.strip():
+        suite.put(
+            "cookie-refusal", Status.WARN, "exited 1 without explaining why on stderr", evidence
+        )
+    else:
+        suite.put("cookie-refusal", Status.PASS, "exited 1 with an explanation on stderr", evidence)
+
+
+def handshake(suite: Suite, launch: Launch, started: bool) -> None:
+    evidence: list[str] = []
+    if launch.handshake_raw is not None:
+        evidence.append(f"handshake: {launch.handshake_raw!r}")
+    if launch.handshake_seconds is not None:
+        evidence.append(f"handshake after {seconds(launch.handshake_seconds)}")
+    if launch.lines_before:
+        evidence.extend(
+            f"stdout before the handshake: {line!r}" for line in launch.lines_before[:5]
+        )
+        suite.put(
+            "handshake",
+            Status.FAIL,
+            f"{len(launch.lines_before)} line(s) on stdout before the handshake; Nomad "
+            "reads the first line as the handshake and refuses the plugin",
+            evidence,
+        )
+    if not started:
+        evidence.extend(launch.stderr_tail())
+        suite.put(
+            "handshake", Status.FAIL, launch.start_error or "the plugin did not start", evidence
+        )
+        return
+    line = launch.handshake
+    assert line is not None
+    if line.app_version != APP_VERSION:
+        suite.put(
+            "handshake",
+            Status.FAIL,
+            f"app protocol version {line.app_version}; Nomad speaks only {APP_VERSION}",
+            evidence,
+        )
+    if line.cert:
+        suite.put(
+            "handshake",
+            Status.FAIL,
+            "the handshake carries a certificate although the host asked for none; a Go "
+            "host fails on it",
+            evidence,
+        )
+    if line.multiplex:
+        suite.put(
+            "handshake",
+            Status.FAIL,
+            "the handshake asks for gRPC broker multiplexing, which Nomad does not enable",
+            evidence,
+        )
+    took = launch.handshake_seconds or 0.0
+    if took > SLOW_START:
+        suite.put(
+            "handshake",
+            Status.WARN,
+            f"the handshake took {seconds(took)}; Nomad starts each plugin three times "
+            "per agent start",
+            evidence,
+        )
+    suite.put(
+        "handshake",
+        Status.PASS,
+        f"{line.network} socket, gRPC, app version {line.app_version}, after {seconds(took)}",
+        evidence,
+    )
+
+
+def stdout_quiet(suite: Suite) -> None:
+    total = sum(launch.stdout_after_total for launch in suite.launches)
+    if not any(launch.handshake for launch in suite.launches):
+        suite.skip(["stdout-quiet"], "skipped: no handshake (see handshake)")
+        return
+    if total:
+        sample = next(
+            bytes(launch.stdout_after) for launch in suite.launches if launch.stdout_after
+        )
+        suite.put(
+            "stdout-quiet",
+            Status.WARN,
+            f"{total} byte(s) written to stdout after the handshake; Nomad discards them",
+            [f"stdout: {excerpt(sample)}"],
+        )
+    else:
+        suite.put("stdout-quiet", Status.PASS, "nothing on stdout after the handshake")
+
+
+def health(suite: Suite, client: DevicePluginClient, timeout: float) -> None:
+    try:
+        status = client.health("plugin", timeout)
+    except CallError as exc:
+        if exc.code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.NOT_FOUND):
+            suite.put(
+                "health",
+                Status.WARN,
+                f"no 'plugin' health service ({exc.code.name}); go-plugin servers have one",
+            )
+        else:
+            suite.put("health", Status.FAIL, f"health check failed: {exc.code.name}: {exc.details}")
+        return
+    if status == "SERVING":
+        suite.put("health", Status.PASS, "service 'plugin' is SERVING")
+    else:
+        suite.put("health", Status.FAIL, f"service 'plugin' reports {status}")
+
+
+def hclog_stderr(suite: Suite) -> None:
+    lines = [line for launch in suite.launches for line in launch.stderr_lines]
+    bad: dict[str, int] = {}
+    for line in lines:
+        try:
+            parse_line(line, strict=True)
+        except ValueError as exc:
+            bad[str(exc)] = bad.get(str(exc), 0) + 1
+    if not any(launch.proc for launch in suite.launches):
+        suite.skip(["hclog-stderr"], "skipped: the plugin was never started")
+    elif bad:
+        suite.put(
+            "hclog-stderr",
+            Status.FAIL,
+            f"{sum(bad.values())} of {len(lines)} stderr line(s) are not hclog JSON",
+            [f"{problem}" + (f" (x{n})" if n > 1 else "") for problem, n in bad.items()][:5],
+        )
+    else:
+        suite.put("hclog-stderr", Status.PASS, f"all {len(lines)} stderr line(s) are hclog JSON")

@@ -1,0 +1,308 @@
+"""A stand-in for Nomad's HTTP API on loopback, for ``check --nomad`` tests.
+
+It serves ``/v1/nodes``, ``/v1/node/<id>`` and ``/v1/node/<id>/allocations``
+with bodies shaped like Nomad's ``api.NodeListStub``, ``api.Node`` and
+``api.Allocation`` (written for these tests from the API's structs, not
+recorded from a cluster), optionally over TLS with a required client
+certificate, and checks the ``X-Nomad-Token`` header. Every request is kept
+so tests can see what the client sent. Certificates are made on the spot.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import ipaddress
+import json
+import socketserver
+import ssl
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+
+@dataclass
+class Certs:
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+
+def _name(common: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+
+def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+
+
+def make_certs(directory: Path) -> Certs:
+    """A CA, a server certificate for 127.0.0.1/localhost and a client certificate."""
+    now = _dt.datetime.now(_dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("test Nomad CA"))
+        .issuer_name(_name("test Nomad CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _dt.timedelta(minutes=5))
+        .not_valid_after(now + _dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    def leaf(
+        common: str, usage: x509.ObjectIdentifier, san: list[x509.GeneralName]
+    ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(_name(common))
+            .issuer_name(ca.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - _dt.timedelta(minutes=5))
+            .not_valid_after(now + _dt.timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        )
+        if san:
+            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return builder.sign(ca_key, hashes.SHA256()), key
+
+    server, server_key = leaf(
+        "server.global.nomad",
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        [
+            x509.DNSName("localhost"),
+            x509.DNSName("server.global.nomad"),
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        ],
+    )
+    client, client_key = leaf("cli", ExtendedKeyUsageOID.CLIENT_AUTH, [])
+    certs = Certs(
+        directory / "ca.pem",
+        directory / "server.pem",
+        directory / "server-key.pem",
+        directory / "client.pem",
+        directory / "client-key.pem",
+    )
+    certs.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    certs.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    certs.client_cert.write_bytes(client.public_bytes(serialization.Encoding.PEM))
+    _write_key(server_key, certs.server_key)
+    _write_key(client_key, certs.client_key)
+    return certs
+
+
+def attr(value: object, unit: str = "") -> dict[str, Any]:
+    """An ``api.Attribute``: one of Float/Int/String/Bool, and Unit (always present)."""
+    if isinstance(value, bool):
+        return {"Bool": value, "Unit": unit}
+    if isinstance(value, int):
+        return {"Int": value, "Unit": unit}
+    if isinstance(value, float):
+        return {"Float": value, "Unit": unit}
+    return {"String": value, "Unit": unit}
+
+
+def device_group(
+    vendor: str, type_: str, name: str, instances: list[tuple[str, bool, str]], **attrs: Any
+) -> dict[str, Any]:
+    """An ``api.NodeDeviceResource``."""
+    return {
+        "Vendor": vendor,
+        "Type": type_,
+        "Name": name,
+        "Instances": [
+            {"ID": i, "Healthy": h, "HealthDescription": d, "Locality": None}
+            for i, h, d in instances
+        ],
+        "Attributes": {k: (v if isinstance(v, dict) else attr(v)) for k, v in attrs.items()},
+    }
+
+
+def node(
+    node_id: str,
+    name: str,
+    devices: list[dict[str, Any]],
+    *,
+    status: str = "ready",
+    eligibility: str = "eligible",
+    datacenter: str = "dc1",
+    pool: str = "default",
+    drain: bool = False,
+    computed_class: str = "",
+) -> dict[str, Any]:
+    """An ``api.Node`` with the fields the scheduler reads (and a few it does not)."""
+    return {
+        "ID": node_id,
+        "Name": name,
+        "Datacenter": datacenter,
+        "NodePool": pool,
+        "NodeClass": "",
+        "ComputedClass": computed_class,
+        "HTTPAddr": "127.0.0.1:4646",
+        "TLSEnabled": False,
+        "Attributes": {"kernel.name": "linux"},
+        "NodeResources": {
+            "Cpu": {"CpuShares": 4000, "TotalCpuCores": 4},
+            "Memory": {"MemoryMB": 8192},
+            "Disk": {"DiskMB": 100000},
+            "Networks": None,
+            "Devices": devices,
+        },
+        "Drain": drain,
+        "DrainStrategy": {"Deadline": 3600000000000} if drain else None,
+        "SchedulingEligibility": eligibility,
+        "Status": status,
+        "StatusDescription": "",
+        "Drivers": {},
+        "CreateIndex": 10,
+        "ModifyIndex": 12,
+    }
+
+
+def stub(full: dict[str, Any]) -> dict[str, Any]:
+    """The ``api.NodeListStub`` of a node (``/v1/nodes`` without ``resources=true``)."""
+    keys = ("ID", "Name", "Datacenter", "NodePool", "NodeClass", "Drain", "Status")
+    out = {k: full[k] for k in keys}
+    out.update(
+        Address="127.0.0.1",
+        SchedulingEligibility=full["SchedulingEligibility"],
+        StatusDescription="",
+        Version="2.0.5",
+        Drivers={},
+        LastDrain=None,
+        CreateIndex=full["CreateIndex"],
+        ModifyIndex=full["ModifyIndex"],
+    )
+    return out
+
+
+def allocation(
+    alloc_id: str,
+    name: str,
+    node_id: str,
+    devices: dict[str, list[tuple[str, str, str, list[str]]]],
+    *,
+    client_status: str = "running",
+    desired: str = "run",
+) -> dict[str, Any]:
+    """An ``api.Allocation``: devices per task in ``AllocatedResources.Tasks[*].Devices``."""
+    job, _, rest = name.partition(".")
+    return {
+        "ID": alloc_id,
+        "Namespace": "default",
+        "EvalID": "e" + alloc_id[1:],
+        "Name": name,
+        "NodeID": node_id,
+        "JobID": job,
+        "TaskGroup": rest.split("[")[0],
+        "DesiredStatus": desired,
+        "ClientStatus": client_status,
+        "AllocatedResources": {
+            "Tasks": {
+                task: {
+                    "Cpu": {"CpuShares": 100},
+                    "Memory": {"MemoryMB": 300},
+                    "Networks": None,
+                    "Devices": [
+                        {"Vendor": v, "Type": t, "Name": n, "DeviceIDs": ids}
+                        for v, t, n, ids in groups
+                    ],
+                }
+                for task, groups in devices.items()
+            },
+            "Shared": {"DiskMB": 300},
+        },
+        "CreateIndex": 20,
+        "ModifyIndex": 21,
+    }
+
+
+@dataclass
+class FakeNomad:
+    nodes: list[dict[str, Any]]
+    allocations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    token: str = ""
+    certs: Certs | None = None
+    seen: list[tuple[str, dict[str, list[str]], dict[str, str]]] = field(default_factory=list)
+
+    def start(self, unix_socket: Path | None = None) -> str:
+        """Serve on loopback TCP (TLS when ``certs``), or on a unix socket."""
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                parts = urlsplit(self.path)
+                fake.seen.append((parts.path, parse_qs(parts.query), dict(self.headers)))
+                if fake.token and self.headers.get("X-Nomad-Token") != fake.token:
+                    self.reply(403, "Permission denied")
+                    return
+                by_id = {n["ID"]: n for n in fake.nodes}
+                path = parts.path
+                if path == "/v1/nodes":
+                    self.reply(200, [stub(n) for n in fake.nodes])
+                elif path.startswith("/v1/node/") and path.endswith("/allocations"):
+                    node_id = path.removeprefix("/v1/node/").removesuffix("/allocations")
+                    self.reply(200, fake.allocations.get(node_id, []))
+                elif path.startswith("/v1/node/") and path.removeprefix("/v1/node/") in by_id:
+                    self.reply(200, by_id[path.removeprefix("/v1/node/")])
+                else:
+                    self.reply(404, "node not found")
+
+            def reply(self, code: int, body: object) -> None:
+                data = (json.dumps(body) if not isinstance(body, str) else body).encode()
+                self.send_response(code)
+                self.send_header(
+                    "Content-Type", "application/json" if code == 200 else "text/plain"
+                )
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        if unix_socket is not None:
+
+            class UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+                daemon_threads = True
+
+            self.server = UnixServer(str(unix_socket), Handler)  # type: ignore[assignment]
+            self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+            self.thread.start()
+            return f"unix://{unix_socket}"
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        scheme = "http"
+        if self.certs is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(self.certs.server_cert, self.certs.server_key)
+            ctx.load_verify_locations(self.certs.ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        return f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(10)
