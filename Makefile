@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest protos bench clean
+.PHONY: demo test lint typecheck pytest protos bench clean dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+# One executable file per ready-made plugin (every nomad-device-* script under
+# nomad_device.plugins), to copy into a Nomad client's plugin_dir: docs/deploy.md.
+dist: $(STAMP)
+	$(BIN)/nomad-device-bundle --ready-made --output-dir dist
 
 protos: $(STAMP)
 	$(BIN)/python scripts/gen_protos.py

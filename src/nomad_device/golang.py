@@ -18,7 +18,6 @@ import functools
 import os
 import unicodedata
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
-from zoneinfo import ZoneInfo
 
 __all__ = [
     "GoDurationError",
@@ -469,6 +468,10 @@ _GO_ZONE_DIRS_NO_SLASH = ("/etc/zoneinfo",)
 
 
 def _zone_from_file(path: str) -> tzinfo | None:
+    # zoneinfo (with sysconfig) is imported only when a Go time string is wanted,
+    # not by every plugin launch.
+    from zoneinfo import ZoneInfo
+
     try:
         with open(path, "rb") as fh:
             return ZoneInfo.from_file(fh, key=path)

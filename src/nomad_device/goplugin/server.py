@@ -13,11 +13,8 @@ import contextlib
 import grp
 import logging
 import os
-import secrets
-import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NoReturn
@@ -118,8 +115,10 @@ async def _serve(config: ServeConfig, capture: StdioCapture | None) -> int:
         log.debug(
             "plugin address", extra={"network": listener.network, "address": listener.address}
         )
-        _write_handshake(capture, line.render())
+        # Handlers first: a host may signal us the moment it reads the handshake,
+        # and Python's default SIGINT handler would end the process.
         _install_signal_handlers(loop, stop)
+        _write_handshake(capture, line.render())
         await stop.wait()
         log.debug("stopping plugin server")
         await server.stop(STOP_GRACE_SECONDS)
@@ -232,10 +231,10 @@ def _port_env(name: str) -> int:
 
 async def _listen_unix(server: grpc.aio.Server, tls: TLSTerminator | None) -> _Listener:
     shared_dir = os.environ.get(hs.ENV_UNIX_SOCKET_DIR, "")
-    own_dir = None if shared_dir else tempfile.mkdtemp(prefix="plugin")  # mode 0700
+    own_dir = None if shared_dir else _private_dir("plugin")
     sock_dir = shared_dir or own_dir
     assert sock_dir is not None
-    path = os.path.join(sock_dir, f"plugin{secrets.token_hex(6)}.sock")
+    path = os.path.join(sock_dir, f"plugin{os.urandom(6).hex()}.sock")
     group = os.environ.get(hs.ENV_UNIX_SOCKET_GROUP, "")
 
     # Nobody else may connect in the instant between bind and chmod.
@@ -262,9 +261,27 @@ async def _listen_unix(server: grpc.aio.Server, tls: TLSTerminator | None) -> _L
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         if own_dir is not None:
-            shutil.rmtree(own_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.rmdir(own_dir)
 
     return _Listener("unix", path, cleanup)
+
+
+def _private_dir(prefix: str) -> str:
+    """A fresh 0700 directory in the temp dir, as ``tempfile.mkdtemp`` makes.
+
+    Not tempfile itself: it imports shutil, random, bz2 and lzma, which cost
+    every launch about 1 MiB and a few ms before the handshake.
+    """
+    base = next((d for d in (os.environ.get(v) for v in ("TMPDIR", "TEMP", "TMP")) if d), "/tmp")
+    for _ in range(100):
+        path = os.path.join(base, prefix + os.urandom(6).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return os.path.abspath(path)
+    raise FileExistsError(f"no unused name for a socket directory in {base}")
 
 
 def _group_id(group: str) -> int:

@@ -45,10 +45,13 @@ __all__ = [
     "MissingExtraError",
     "PluginBlock",
     "block_names",
+    "heredoc_text",
+    "load_hcl2",
     "load_json_config",
     "parse_agent_file",
     "parse_agent_text",
     "plugin_file",
+    "unescape_string",
 ]
 
 CLI_EXTRA_HINT: Final = "pip install 'nomad-device-sdk[cli]'"
@@ -65,7 +68,8 @@ class MissingExtraError(RuntimeError):
     """python-hcl2 is not installed (or too old to be used)."""
 
 
-def _hcl2() -> ModuleType:
+def load_hcl2() -> ModuleType:
+    """python-hcl2's API module, or :class:`MissingExtraError` saying what to install."""
     try:
         import hcl2.api
     except ImportError:
@@ -196,7 +200,7 @@ def parse_agent_file(path: str | os.PathLike[str]) -> AgentFile:
 
 def parse_agent_text(text: str, origin: str = "<config>") -> AgentFile:
     """Like :func:`parse_agent_file`, for text already in hand."""
-    api = _hcl2()
+    api = load_hcl2()
     try:
         tree = api.parses_to_tree(text)
     except Exception as exc:  # lark raises many error types; all mean "bad syntax"
@@ -525,3 +529,13 @@ class _Reader:
             cut = min(indents, default=0)
             lines = [ln[cut:] for ln in lines]
         return "".join(ln + "\n" for ln in lines)
+
+
+def unescape_string(node: Any, text: str, origin: str) -> str:
+    """One literal part of a quoted HCL string, escapes resolved as HCL resolves them."""
+    return _Reader(origin).unescape(node, text)
+
+
+def heredoc_text(node: Any, trim: bool, origin: str) -> str:
+    """A heredoc's text (``<<-`` trimmed when ``trim``), as HCL reads it."""
+    return _Reader(origin).heredoc(node, trim)

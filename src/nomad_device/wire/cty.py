@@ -39,8 +39,6 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Final, NoReturn, TypeAlias, cast
 
-import msgpack
-
 from nomad_device.golang import quote as go_quote
 
 __all__ = [
@@ -929,6 +927,14 @@ def marshal(value: object, ty: CtyType) -> bytes:
     Raises :class:`CtyEncodeError` when the value does not fit the type.
     """
     tree = _encode(value, ty, ())
+    return _pack(tree)
+
+
+def _pack(tree: object) -> bytes:
+    # Imported here: a plugin only decodes (with _Reader below), so the msgpack
+    # extension stays out of every launch; hosts and tests encode.
+    import msgpack
+
     return cast(bytes, msgpack.packb(tree, use_bin_type=True))
 
 
@@ -1025,7 +1031,7 @@ def _ordered_set(value: object, ty: Set, path: Path) -> list[tuple[object, objec
     unique: list[tuple[object, object]] = []
     for i, item in enumerate(_sequence(value, ty, path, allow_set=True)):
         tree = _encode(item, ty.elem, (*path, i))
-        key = cast(bytes, msgpack.packb(tree, use_bin_type=True))
+        key = _pack(tree)
         if key not in seen:
             seen.add(key)
             unique.append((tree, item))

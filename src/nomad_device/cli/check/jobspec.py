@@ -431,10 +431,10 @@ class _HclJob:
         return JobError(f"{self.origin}:{line if line is not None else '?'}: {message}")
 
     def read(self) -> Job:
-        from nomad_device.cli.hclconfig import MissingExtraError, _hcl2
+        from nomad_device.wire.agentfile import MissingExtraError, load_hcl2
 
         try:
-            api = _hcl2()
+            api = load_hcl2()
         except MissingExtraError as exc:
             raise JobError(str(exc)) from None
         try:
@@ -673,9 +673,9 @@ class _HclJob:
         if kind == "string":
             return self.string(node)
         if kind in ("heredoc_template", "heredoc_template_trim"):
-            from nomad_device.cli.hclconfig import _Reader
+            from nomad_device.wire.agentfile import heredoc_text
 
-            text = _Reader(self.origin).heredoc(node, kind.endswith("_trim"))
+            text = heredoc_text(node, kind.endswith("_trim"), self.origin)
             if re.search(r"(?<!\$)\$\{\s*(var|local)\.", text):
                 raise _Refused(node, "variables and locals are not read by check")
             return text.replace("$${", "${")
@@ -717,7 +717,7 @@ class _HclJob:
         return self.text[start:end]
 
     def string(self, node: Any) -> str:
-        from nomad_device.cli.hclconfig import _Reader
+        from nomad_device.wire.agentfile import unescape_string
 
         out: list[str] = []
         for part in node.children:
@@ -735,7 +735,7 @@ class _HclJob:
                 out.append(text[1:])
             else:
                 try:
-                    out.append(_Reader(self.origin).unescape(part, text))
+                    out.append(unescape_string(part, text, self.origin))
                 except ValueError as exc:
                     raise JobError(str(exc)) from None
         return "".join(out)

@@ -14,7 +14,23 @@ walk-through's modes (``device01`` 0777, hence unhealthy; the others 0644),
 which git cannot store.
 """
 
-from nomad_device.plugins.example.demo import prepare_demo_dir
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from nomad_device.plugins.example.plugin import ExampleConfig, FsDevicePlugin
 
+if TYPE_CHECKING:
+    from nomad_device.plugins.example.demo import prepare_demo_dir
+
 __all__ = ["ExampleConfig", "FsDevicePlugin", "prepare_demo_dir"]
+
+
+def __getattr__(name: str) -> Any:
+    # The demo helper pulls in importlib.resources, pathlib, shutil and tempfile:
+    # about 1.5 MiB and several ms that a serving plugin would pay at every launch.
+    if name == "prepare_demo_dir":
+        from nomad_device.plugins.example.demo import prepare_demo_dir
+
+        return prepare_demo_dir
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,253 @@
+"""Start-up side by side: installed script, bundle (first and later launches), Go plugin.
+
+A Nomad agent starts every plugin three times at boot and again after every
+crash, so what counts is the time from ``exec`` to the handshake line (when a
+go-plugin host can connect) and the memory the plugin holds once started. All
+four are launched as Nomad launches them (cookie, ``PLUGIN_PROTOCOL_VERSIONS``,
+a PATH without virtualenv or pyenv shims), interleaved launch by launch so that
+drift of a shared machine hits all alike; the medians are printed with their
+ratio to the Go plugin, and the CPU time each used up to its handshake (what
+the plugin itself costs, less disturbed by other load on a shared host).
+"anon" is the resident memory that is the process's own (RssAnon); the rest is
+file pages (interpreter, grpcio's library, OpenSSL) shared with every other
+process that maps them. Run:
+
+    .venv/bin/python scripts/bench_startup.py [--launches 20] [--first-launches 5]
+
+The Go plugin is interop/bin/goplugin (``bash interop/build.sh``). The bundle is
+built from this environment unless ``--bundle`` names one; it runs on the same
+interpreter as the installed script unless ``--bundle-python`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nomad_device.constants import NOMAD_HANDSHAKE
+from nomad_device.goplugin.client import PluginProcess, ReattachConfig
+from nomad_device.host import DevicePluginClient
+
+ROOT = Path(__file__).resolve().parent.parent
+GO_PLUGIN = ROOT / "interop" / "bin" / "goplugin"
+SCRIPT = Path(sys.executable).parent / "nomad-device-example"
+BUNDLER = Path(sys.executable).parent / "nomad-device-bundle"
+
+
+def cpu_ms(pid: int) -> float:
+    """CPU time the process has used, all its threads: steadier than wall time on a busy host."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total / 1e6
+
+
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory; ``RssAnon`` is the part not shared with other processes' files."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field}")
+
+
+@dataclass
+class Subject:
+    label: str
+    command: list[str]
+    env: dict[str, str]
+    before: Callable[[], None] = lambda: None  # run before each launch, not timed
+    device_plugin: bool = True  # False: handshake only (the floor has no services)
+    handshake_ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
+    rss_start: list[float] = field(default_factory=list)
+    anon_start: list[float] = field(default_factory=list)
+    rss_used: list[float] = field(default_factory=list)
+
+
+def launch(subject: Subject, cwd: str) -> None:
+    subject.before()
+    env = dict(subject.env)
+    env[NOMAD_HANDSHAKE.magic_cookie_key] = NOMAD_HANDSHAKE.magic_cookie_value
+    env["PLUGIN_PROTOCOL_VERSIONS"] = "2"
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        subject.command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    elapsed = (time.perf_counter() - start) * 1000
+    parts = line.strip().split("|")
+    if len(parts) < 4:
+        proc.kill()
+        raise RuntimeError(f"{subject.label}: no handshake ({line!r})")
+    rss_start = rss_mib(proc.pid)
+    anon_start = rss_mib(proc.pid, "RssAnon")
+    cpu = cpu_ms(proc.pid)
+    rss_used = float("nan")
+    if subject.device_plugin:
+        client = DevicePluginClient(
+            PluginProcess.reattach(ReattachConfig(parts[2], parts[3], proc.pid, 2))
+        )
+        with client.fingerprint() as stream:
+            stream.next(30)
+        with client.stats(0.05) as stats:
+            stats.next(30)
+        rss_used = rss_mib(proc.pid)
+        client.kill()
+    else:
+        proc.kill()
+    proc.wait(10)
+    subject.handshake_ms.append(elapsed)
+    subject.cpu_ms.append(cpu)
+    subject.rss_start.append(rss_start)
+    subject.anon_start.append(anon_start)
+    subject.rss_used.append(rss_used)
+
+
+#: The least any Python gRPC plugin does before its handshake: import grpc.aio,
+#: start a server on a unix socket, print the line. No SDK, no services.
+FLOOR = """
+import asyncio, os, sys, tempfile, grpc
+async def main():
+    server = grpc.aio.server()
+    path = os.path.join(tempfile.mkdtemp(), "plugin.sock")
+    server.add_insecure_port("unix:" + path)
+    await server.start()
+    sys.stdout.write("1|2|unix|" + path + "|grpc|\\n")
+    sys.stdout.flush()
+    await asyncio.sleep(3600)
+asyncio.run(main())
+"""
+
+
+def build_bundle(into: Path) -> Path:
+    out = into / "nomad-device-example"
+    command = [str(BUNDLER), "nomad-device-example", "-o", str(out)]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--launches", type=int, default=20, help="launches of each (default 20)")
+    parser.add_argument(
+        "--first-launches", type=int, default=5, help="bundle launches with an empty cache"
+    )
+    parser.add_argument("--bundle", type=Path, help="a bundle of nomad-device-example")
+    parser.add_argument(
+        "--shiv",
+        type=Path,
+        help="also time a shiv zipapp of the example (later launches), for comparison",
+    )
+    parser.add_argument(
+        "--bundle-python",
+        default=getattr(sys, "_base_executable", sys.executable),
+        help="NOMAD_DEVICE_PYTHON for the bundle (default: the installed script's interpreter)",
+    )
+    args = parser.parse_args()
+    if not GO_PLUGIN.exists():
+        sys.exit(f"{GO_PLUGIN} is missing: run bash interop/build.sh")
+
+    work = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    try:
+        devices = work / "devices"
+        devices.mkdir()
+        for name in ("device01", "device02", "device03"):
+            (devices / name).write_text(name)
+        bundle = args.bundle or build_bundle(work)
+        # What a systemd unit gives Nomad: no virtualenv, no pyenv shims on PATH.
+        node = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+        warm_cache = work / "cache-warm"
+        fresh: list[Path] = []
+
+        def empty_cache() -> None:
+            for old in fresh:
+                shutil.rmtree(old, ignore_errors=True)
+            fresh.clear()
+            fresh.append(Path(tempfile.mkdtemp(dir=work, prefix="cache-")))
+            cold.env["NOMAD_DEVICE_BUNDLE_CACHE"] = str(fresh[0])
+
+        bundle_env = {**node, "NOMAD_DEVICE_PYTHON": args.bundle_python}
+        go = Subject("Go plugin (interop/bin/goplugin)", [str(GO_PLUGIN)], dict(node))
+        script = Subject("installed console script", [str(SCRIPT)], dict(node))
+        later = Subject(
+            "bundle, later launches",
+            [str(bundle)],
+            {**bundle_env, "NOMAD_DEVICE_BUNDLE_CACHE": str(warm_cache)},
+        )
+        cold = Subject("bundle, first launch", [str(bundle)], dict(bundle_env), empty_cache)
+        floor = Subject(
+            "floor: python + grpc.aio server",
+            [sys.executable, "-c", FLOOR],
+            dict(node),
+            device_plugin=False,
+        )
+        warm = [go, floor, script, later]
+        if args.shiv:
+            shiv_root = work / "shiv-root"
+            shiv_env = {**node, "SHIV_ROOT": str(shiv_root)}
+            warm.append(Subject("shiv zipapp, later launches", [str(args.shiv)], shiv_env))
+        cwd = str(devices)
+        # Warm-up: page cache, bytecode, the warm bundle cache.
+        for subject in warm:
+            launch(subject, cwd)
+            subject.handshake_ms.clear()
+            subject.cpu_ms.clear()
+            subject.rss_start.clear()
+            subject.anon_start.clear()
+            subject.rss_used.clear()
+        for i in range(args.launches):
+            for subject in warm:
+                launch(subject, cwd)
+            if i < args.first_launches:
+                launch(cold, cwd)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(
+        f"Python {sys.version.split()[0]} ({args.bundle_python} for the bundle), "
+        f"{os.cpu_count()} CPUs; {args.launches} launches each, "
+        f"{args.first_launches} first launches; medians (min-max)"
+    )
+    header = (
+        f"{'':34} {'handshake ms':>18} {'x Go':>6} {'CPU ms':>7} {'RSS start MiB':>14}"
+        f" {'x Go':>6} {'anon MiB':>9} {'RSS fp+stats':>13}"
+    )
+    print(header)
+    go_ms = statistics.median(go.handshake_ms)
+    go_rss = statistics.median(go.rss_start)
+    for subject in (go, floor, script, cold, *warm[3:]):
+        ms = subject.handshake_ms
+        med = statistics.median(ms)
+        rss = statistics.median(subject.rss_start)
+        span = f"{med:.0f} ({min(ms):.0f}-{max(ms):.0f})"
+        print(
+            f"{subject.label:34} {span:>18} {med / go_ms:>6.1f} "
+            f"{statistics.median(subject.cpu_ms):>7.0f} {rss:>14.1f} "
+            f"{rss / go_rss:>6.1f} {statistics.median(subject.anon_start):>9.1f}"
+            f" {statistics.median(subject.rss_used):>13.1f}"
+        )
+    over = statistics.median(script.handshake_ms) - statistics.median(floor.handshake_ms)
+    cpu_over = statistics.median(script.cpu_ms) - statistics.median(floor.cpu_ms)
+    print(f"installed script minus the floor: {over:+.0f} ms ({cpu_over:+.0f} ms CPU)")
+    gap = statistics.median(later.handshake_ms) - statistics.median(script.handshake_ms)
+    cpu_gap = statistics.median(later.cpu_ms) - statistics.median(script.cpu_ms)
+    print(f"bundle later launches minus installed script: {gap:+.0f} ms ({cpu_gap:+.0f} ms CPU)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Helpers for bundle tests: a node-like environment, the real builder, read-only dirs.
+
+"Node-like" means what a Nomad agent under systemd gives its plugins: systemd's
+default PATH (no virtualenv on it), no HOME, no PYTHON* variables, and a
+working directory that has nothing to do with the plugin.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+#: systemd's default PATH for services.
+NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BUNDLE_TOOL = Path(sys.executable).parent / "nomad-device-bundle"
+IN_CI = os.environ.get("CI") == "true"
+
+
+def node_env(**extra: str) -> dict[str, str]:
+    """A plugin's environment on a node; ``extra`` adds to it."""
+    env = {"PATH": NODE_PATH, "LANG": "C.UTF-8"}
+    env.update(extra)
+    return env
+
+
+def node_python() -> str:
+    """The python3.11 a node-like PATH finds (the bundle's own search finds the same)."""
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    found = shutil.which(version, path=NODE_PATH)
+    if found is None:
+        reason = f"no {version} on {NODE_PATH}: a bundle needs the node's own Python"
+        if IN_CI:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return found
+
+
+def build(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the real ``nomad-device-bundle`` console script."""
+    return subprocess.run(
+        [str(BUNDLE_TOOL), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def read_only(directory: Path, argv: list[str]) -> list[str]:
+    """``argv`` run with ``directory`` read-only (a private ro bind mount as root).
+
+    chmod does not stop root, so as root the directory is bind-mounted read-only
+    in a private mount namespace that only the command sees; the wrapper
+    proves the mount took (exit 99 if a file can still be created there).
+    """
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        return argv
+    if shutil.which("unshare") is None:
+        pytest.fail("unshare (util-linux) is needed to make a read-only plugin_dir as root")
+    script = (
+        'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" || exit 98; '
+        'if touch "$0/.probe" 2>/dev/null; then exit 99; fi; exec "$@"'
+    )
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "/bin/sh",
+        "-c",
+        script,
+        str(directory),
+        *argv,
+    ]
+
+
+def other_python() -> str:
+    """A CPython of another minor version than the bundle's (a wrong node Python)."""
+    import glob
+
+    want = sys.version_info[:2]
+    patterns = [
+        "/root/.pyenv/versions/*/bin/python3.*",
+        "/usr/bin/python3.*",
+        "/usr/local/bin/python3.*",
+        str(Path.home() / ".pyenv/versions/*/bin/python3.*"),
+    ]
+    for path in sorted({p for pattern in patterns for p in glob.glob(pattern)}):
+        if not path[-1].isdigit() or not os.access(path, os.X_OK):
+            continue
+        done = subprocess.run(
+            [path, "-c", "import sys; print(sys.version_info[0], sys.version_info[1])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        parts = done.stdout.split()
+        if done.returncode == 0 and len(parts) == 2 and tuple(map(int, parts)) != want:
+            return path
+    reason = f"no CPython other than {want[0]}.{want[1]} on this machine to play a wrong one"
+    if IN_CI:
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def tiny_bundle(
+    output: Path, version: str, *, name: str = "tiny", body: str = ""
+) -> dict[str, object]:
+    """A bundle of one small script (no SDK): fast to build, for the cache's rules.
+
+    Run, it prints one JSON line (its version, file, argv, interpreter) and then
+    waits for stdin to close, holding its cache version as a plugin would.
+    """
+    from nomad_device.bundle import write_bundle
+    from nomad_device.bundle.build import SCRIPT_MODULE
+
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp)
+        (site / f"{SCRIPT_MODULE}.py").write_text(
+            "import json, os, sys\n"
+            f"VERSION = {version!r}\n"
+            f"{body}\n"
+            "if __name__ == '__main__':\n"
+            "    print(json.dumps({'version': VERSION, 'file': __file__, 'argv': sys.argv,\n"
+            "                      'exe': sys.executable, 'cwd': os.getcwd()}), flush=True)\n"
+            "    if os.environ.get('TINY_HOLD'):\n"
+            "        sys.stdin.read()\n"
+        )
+        return write_bundle(
+            site, output, name=name, version=version, kind="script", entry=SCRIPT_MODULE, glibc=None
+        )
