@@ -18,7 +18,7 @@ from nomad_device.plugins.generic.config import (
     parse_attribute,
     settings_from,
 )
-from nomad_device.plugins.generic.discovery import id_base, _path_id, natural_key, size_attribute
+from nomad_device.plugins.generic.discovery import _path_id, id_base, natural_key, size_attribute
 from nomad_device.plugins.generic.plugin import GenericDevicePlugin
 from nomad_device.plugins.generic.reservation import rfc3339
 from nomad_device.plugins.generic.roots import Roots
