@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -20,6 +23,24 @@ from nomad_device.constants import NOMAD_HANDSHAKE
 from nomad_device.goplugin.client import PluginProcess, ReattachConfig
 from nomad_device.goplugin.hclog import parse_line
 from nomad_device.host import DevicePluginClient
+
+
+@pytest.fixture(autouse=True)
+def private_tmpdir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """Each test gets its own TMPDIR (plugins inherit it); it must be empty afterwards.
+
+    Short, under /tmp: a unix socket path must fit in 108 bytes.
+    """
+    tmp_path_factory.getbasetemp()  # pytest's own tmp_path stays where it was
+    path = Path(tempfile.mkdtemp(prefix="tt", dir="/tmp"))
+    monkeypatch.setenv("TMPDIR", str(path))
+    monkeypatch.setattr(tempfile, "tempdir", str(path))
+    yield path
+    left = sorted(p.name for p in path.iterdir())
+    shutil.rmtree(path, ignore_errors=True)
+    assert left == [], f"left behind in TMPDIR: {left}"
 
 
 def _plugin_env(**extra: str) -> dict[str, str]:
@@ -363,3 +384,27 @@ def test_private_socket_dir_is_removed_on_exit(launch: Launcher) -> None:
     assert plugin.client.kill().outcome == "graceful"
     assert not os.path.exists(socket_path)
     assert not os.path.exists(private_dir)
+
+
+def test_bad_socket_group_fails_cleanly(private_tmpdir: Path) -> None:
+    """A group that does not exist is refused before the socket dir is made."""
+    from nomad_device.goplugin.client import PluginError
+
+    with pytest.raises(PluginError, match="failed to find gid from 'no-such-group-xyz'"):
+        DevicePluginClient.launch(
+            [sys.executable, str(SDK_PLUGIN)],
+            env=_plugin_env(PLUGIN_UNIX_SOCKET_GROUP="no-such-group-xyz"),
+            start_timeout=30,
+        )
+    assert list(private_tmpdir.iterdir()) == []
+
+
+def test_slow_stop_hook_runs_after_the_socket_dir_is_gone(
+    launch: Launcher, private_tmpdir: Path
+) -> None:
+    """The host SIGKILLs a plugin that lingers: its private dir must already be removed."""
+    plugin = launch([sys.executable, str(SDK_PLUGIN.parent / "slow_shutdown.py")])
+    private_dir = Path(plugin.client.reattach_config.address).parent
+    assert private_dir.parent == private_tmpdir
+    assert plugin.client.kill().outcome == "forced"
+    assert not private_dir.exists()

@@ -3,12 +3,19 @@
 These are the author-facing types: immutable, comparable (the engine diffs
 fingerprints by equality) and free of protobuf. ``validate()`` methods apply the
 same rules as the Nomad client, so a problem is caught in the plugin, where it
-can be logged, instead of in the agent, where it kills the plugin.
+can be logged, instead of in the agent, where it kills the plugin. They also
+reject whatever the wire cannot carry, so that a value ``validate()`` accepts
+always converts: integers outside int64, text that is not UTF-8 (lone
+surrogates), keys and fields of the wrong type, timestamps outside protobuf's
+range, and NaN or infinite floats. Nomad's Go side would take those floats, but
+NaN never equals itself (every fingerprint would look like a change to the
+client) and its HTTP API writes neither as a number.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -44,9 +51,74 @@ UNITS: Final[frozenset[str]] = frozenset(
 
 AttributeValue = int | float | str | bool
 
+#: The range of protobuf's int64, which carries every integer Nomad sees.
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+#: How deep a StatObject tree may nest: protobuf parsers refuse deep messages
+#: (Python's stops at 100 levels, and each level of stats is two).
+MAX_STATS_DEPTH: Final = 32
+
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+
+def _kind(value: object) -> str:
+    return type(value).__name__
+
+
+def _text_problem(value: object, what: str) -> str | None:
+    """Why ``value`` cannot be a protobuf string (None when it can)."""
+    if not isinstance(value, str):
+        return f"{what} must be a string, not {_kind(value)}"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{what} {value!a} is not valid UTF-8 (it holds a lone surrogate)"
+    return None
+
+
+def _int_problem(value: object, what: str) -> str | None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"{what} must be an int, not {_kind(value)}"
+    if not INT64_MIN <= value <= INT64_MAX:
+        return f"{what} {value} does not fit in int64"
+    return None
+
+
+def _float_problem(value: object, what: str) -> str | None:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return f"{what} must be a float, not {_kind(value)}"
+    try:
+        number = float(value)
+    except OverflowError:
+        return f"{what} {value} is too large for a float"
+    if not math.isfinite(number):
+        return f"{what} must be finite, not {number}"
+    return None
+
+
+def _mapping_problems(
+    items: object, what: str, value_type: type
+) -> tuple[list[tuple[str, object]], list[str]]:
+    """The (str key, value) pairs of a mapping, in its order, and the problems of the rest."""
+    if type(items) is not MappingProxyType and not isinstance(items, Mapping):
+        return [], [f"{what} must be a mapping, not {_kind(items)}"]
+    good: list[tuple[str, object]] = []
+    problems: list[str] = []
+    for key, value in items.items():
+        if type(key) is str and type(value) is value_type and key.isascii():
+            good.append((key, value))  # the common case, kept cheap
+            continue
+        problem = _text_problem(key, f"{what} key {key!r}")
+        if problem is None and not isinstance(value, value_type):
+            problem = f"{what}[{key!r}] must be a {value_type.__name__}, not {_kind(value)}"
+        if problem is not None:
+            problems.append(problem)
+            continue
+        good.append((key, value))
+    return good, problems
 
 
 def _frozen_map(items: Mapping[K, V] | None) -> Mapping[K, V]:
@@ -66,12 +138,26 @@ class Attribute:
 
     def validate(self) -> list[str]:
         problems: list[str] = []
-        if not isinstance(self.value, int | float | str | bool):
-            problems.append(f"unsupported attribute value type {type(self.value).__name__}")
-        if self.unit:
+        value = self.value
+        problem: str | None = None
+        if isinstance(value, bool):
+            pass
+        elif isinstance(value, int):
+            problem = _int_problem(value, "integer value")
+        elif isinstance(value, float):
+            problem = _float_problem(value, "float value")
+        elif isinstance(value, str):
+            problem = _text_problem(value, "string value")
+        else:
+            problem = f"unsupported attribute value type {_kind(value)}"
+        if problem is not None:
+            problems.append(problem)
+        if not isinstance(self.unit, str):
+            problems.append(f"unit must be a string, not {_kind(self.unit)}")
+        elif self.unit:
             if self.unit not in UNITS:
                 problems.append(f"unrecognized unit {self.unit!r}")
-            if isinstance(self.value, str | bool):
+            if isinstance(value, str | bool):
                 problems.append("unit can not be specified on a boolean or string attribute")
         return problems
 
@@ -90,7 +176,27 @@ class Device:
     pci_bus_id: str | None = None
 
     def validate(self) -> list[str]:
-        return [] if self.id else ["device ID must be specified"]
+        if isinstance(self.id, str) and self.id.isascii() and self.id:
+            problems = []  # the common case, kept cheap: a node may have 100,000 devices
+        elif not self.id and isinstance(self.id, str):
+            problems = ["device ID must be specified"]
+        else:
+            problems = [p for p in (_text_problem(self.id, "device ID"),) if p]
+        if not isinstance(self.healthy, bool):
+            problems.append(f"healthy must be a bool, not {_kind(self.healthy)}")
+        if self.health_description:
+            problem = _text_problem(self.health_description, "health description")
+            if problem:
+                problems.append(problem)
+        elif not isinstance(self.health_description, str):
+            problems.append(
+                f"health description must be a string, not {_kind(self.health_description)}"
+            )
+        if self.pci_bus_id is not None:
+            problem = _text_problem(self.pci_bus_id, "PCI bus ID")
+            if problem:
+                problems.append(problem)
+        return problems
 
 
 @dataclass(frozen=True)
@@ -116,12 +222,24 @@ class DeviceGroup:
         """Problems Nomad would reject this group for (empty when valid)."""
         problems: list[str] = []
         for what, value in (("vendor", self.vendor), ("type", self.type), ("name", self.name)):
-            if not value:
+            if isinstance(value, str) and not value:
                 problems.append(f"device {what} must be specified")
+            else:
+                problem = _text_problem(value, f"device {what}")
+                if problem:
+                    problems.append(problem)
         for i, dev in enumerate(self.devices):
+            if not isinstance(dev, Device):
+                problems.append(f"device {i} is a {_kind(dev)}, not a Device")
+                continue
             problems.extend(f"device {i}: {p}" for p in dev.validate())
-        for name, attr in sorted(self.attributes.items()):
-            problems.extend(f"device attribute {name!r} invalid: {p}" for p in attr.validate())
+        attributes, bad = _mapping_problems(self.attributes, "device attribute", Attribute)
+        problems.extend(bad)
+        for name, attr in sorted(attributes, key=lambda kv: kv[0]):
+            problems.extend(
+                f"device attribute {name!r} invalid: {p}"
+                for p in attr.validate()  # type: ignore[attr-defined]
+            )
         return problems
 
     def __eq__(self, other: object) -> bool:
@@ -146,6 +264,19 @@ class Mount:
     host_path: str
     read_only: bool = False
 
+    def validate(self) -> list[str]:
+        problems = [
+            p
+            for p in (
+                _text_problem(self.task_path, "task path"),
+                _text_problem(self.host_path, "host path"),
+            )
+            if p
+        ]
+        if not isinstance(self.read_only, bool):
+            problems.append(f"read_only must be a bool, not {_kind(self.read_only)}")
+        return problems
+
 
 @dataclass(frozen=True)
 class DeviceSpec:
@@ -155,6 +286,14 @@ class DeviceSpec:
     task_path: str
     host_path: str
     permissions: str = "rw"
+
+    def validate(self) -> list[str]:
+        checks = (
+            _text_problem(self.task_path, "task path"),
+            _text_problem(self.host_path, "host path"),
+            _text_problem(self.permissions, "permissions"),
+        )
+        return [p for p in checks if p]
 
 
 @dataclass(frozen=True)
@@ -169,6 +308,24 @@ class Reservation:
         object.__setattr__(self, "envs", _frozen_map(self.envs))
         object.__setattr__(self, "mounts", tuple(self.mounts))
         object.__setattr__(self, "devices", tuple(self.devices))
+
+    def validate(self) -> list[str]:
+        """Problems that keep this reservation off the wire (empty when valid)."""
+        envs, problems = _mapping_problems(self.envs, "env", str)
+        for key, value in envs:
+            problem = _text_problem(value, f"env {key!r} value")
+            if problem:
+                problems.append(problem)
+        for what, items, cls in (
+            ("mount", self.mounts, Mount),
+            ("device", self.devices, DeviceSpec),
+        ):
+            for i, item in enumerate(items):
+                if not isinstance(item, cls):
+                    problems.append(f"{what} {i} is a {_kind(item)}, not a {cls.__name__}")
+                else:
+                    problems.extend(f"{what} {i}: {p}" for p in item.validate())
+        return problems
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Reservation):
@@ -199,6 +356,64 @@ class StatValue:
     unit: str = ""
     desc: str = ""
 
+    def _fine(self) -> bool:
+        """The common case, checked cheaply: a node may report 100,000 of these a second."""
+        fn, fd, i_n, i_d = (
+            self.float_numerator,
+            self.float_denominator,
+            self.int_numerator,
+            self.int_denominator,
+        )
+        text, unit, desc = self.string_value, self.unit, self.desc
+        return bool(
+            # (x - x is 0.0 for a finite float, NaN otherwise.)
+            (fn is None or (type(fn) is float and fn - fn == 0.0))
+            and (fd is None or (type(fd) is float and fd - fd == 0.0))
+            and (i_n is None or (type(i_n) is int and INT64_MIN <= i_n <= INT64_MAX))
+            and (i_d is None or (type(i_d) is int and INT64_MIN <= i_d <= INT64_MAX))
+            and (text is None or (type(text) is str and text.isascii()))
+            and (self.bool_value is None or type(self.bool_value) is bool)
+            and type(unit) is str
+            and unit.isascii()
+            and type(desc) is str
+            and desc.isascii()
+        )
+
+    def validate(self) -> list[str]:
+        if self._fine():
+            return []
+        problems: list[str] = []
+        for what, number in (
+            ("float_numerator", self.float_numerator),
+            ("float_denominator", self.float_denominator),
+        ):
+            if number is not None:
+                problem = _float_problem(number, what)
+                if problem:
+                    problems.append(problem)
+        for what, number in (
+            ("int_numerator", self.int_numerator),
+            ("int_denominator", self.int_denominator),
+        ):
+            if number is not None:
+                problem = _int_problem(number, what)
+                if problem:
+                    problems.append(problem)
+        if self.string_value is not None:
+            problem = _text_problem(self.string_value, "string_value")
+            if problem:
+                problems.append(problem)
+        if self.bool_value is not None and not isinstance(self.bool_value, bool):
+            problems.append(f"bool_value must be a bool, not {_kind(self.bool_value)}")
+        for what, text in (("unit", self.unit), ("desc", self.desc)):
+            if text:
+                problem = _text_problem(text, what)
+                if problem:
+                    problems.append(problem)
+            elif not isinstance(text, str):
+                problems.append(f"{what} must be a string, not {_kind(text)}")
+        return problems
+
 
 @dataclass(frozen=True)
 class StatObject:
@@ -210,6 +425,49 @@ class StatObject:
     def __post_init__(self) -> None:
         object.__setattr__(self, "attributes", _frozen_map(self.attributes))
         object.__setattr__(self, "nested", _frozen_map(self.nested))
+
+    def _fine(self, depth: int) -> bool:
+        """The common case, checked without building messages (and remembered)."""
+        known = self.__dict__.get("_checked_below")
+        if known is not None:
+            return bool(depth <= known)
+        if depth >= MAX_STATS_DEPTH:
+            return False
+        attributes, nested = self.attributes, self.nested
+        if type(attributes) is not MappingProxyType or type(nested) is not MappingProxyType:
+            return False
+        for key, value in attributes.items():
+            if not (type(key) is str and type(value) is StatValue and key.isascii()):
+                return False
+            if not value._fine():
+                return False
+        for key, obj in nested.items():
+            if not (type(key) is str and type(obj) is StatObject and key.isascii()):
+                return False
+            if not obj._fine(depth + 1):
+                return False
+        # Fine at this depth and any shallower one.
+        self.__dict__["_checked_below"] = depth
+        return True
+
+    def validate(self, depth: int = 0) -> list[str]:
+        if self._fine(depth):
+            return []
+        if depth >= MAX_STATS_DEPTH:
+            return [f"stats nested deeper than {MAX_STATS_DEPTH} levels"]
+        attributes, problems = _mapping_problems(self.attributes, "stat", StatValue)
+        for key, value in attributes:
+            found = value.validate()  # type: ignore[attr-defined]
+            if found:
+                problems.extend(f"stat {key!r}: {p}" for p in found)
+        if self.nested:
+            nested, bad = _mapping_problems(self.nested, "nested stats", StatObject)
+            problems.extend(bad)
+            for key, obj in nested:
+                found = obj.validate(depth + 1)  # type: ignore[attr-defined]
+                if found:
+                    problems.extend(f"{key!r}: {p}" for p in found)
+        return problems
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, StatObject):
@@ -228,11 +486,47 @@ def _utcnow() -> _dt.datetime:
 
 @dataclass(frozen=True)
 class DeviceStats:
-    """Statistics of one device instance at one moment."""
+    """Statistics of one device instance at one moment.
+
+    A naive ``timestamp`` is read as local time, as ``datetime.astimezone`` does.
+    """
 
     summary: StatValue | None = None
     stats: StatObject | None = None
     timestamp: _dt.datetime = field(default_factory=_utcnow)
+
+    def validate(self, checked: set[_dt.datetime] | None = None) -> list[str]:
+        """Problems that keep these stats off the wire; ``checked`` holds timestamps
+        already known to be in range (devices collected together share one)."""
+        problems: list[str] = []
+        summary, stats = self.summary, self.stats
+        if summary is not None:
+            if isinstance(summary, StatValue):
+                found = summary.validate()
+                if found:
+                    problems.extend(f"summary: {p}" for p in found)
+            else:
+                problems.append(f"summary must be a StatValue, not {_kind(summary)}")
+        if stats is not None:
+            if isinstance(stats, StatObject):
+                found = stats.validate()
+                if found:
+                    problems.extend(f"stats: {p}" for p in found)
+            else:
+                problems.append(f"stats must be a StatObject, not {_kind(stats)}")
+        stamp = self.timestamp
+        if not isinstance(stamp, _dt.datetime):
+            problems.append(f"timestamp must be a datetime, not {_kind(stamp)}")
+        elif stamp.tzinfo is not _dt.UTC and (checked is None or stamp not in checked):
+            try:
+                stamp.astimezone(_dt.UTC)
+            except (OverflowError, ValueError) as exc:
+                # Protobuf's Timestamp holds years 1 to 9999 in UTC.
+                problems.append(f"timestamp {stamp} is out of range in UTC: {exc}")
+            else:
+                if checked is not None:
+                    checked.add(stamp)
+        return problems
 
 
 @dataclass(frozen=True)
@@ -248,12 +542,42 @@ class DeviceGroupStats:
         object.__setattr__(self, "instance_stats", _frozen_map(self.instance_stats))
 
     def validate(self) -> list[str]:
-        problems = [
-            f"stats group {what} must be specified"
-            for what, value in (("vendor", self.vendor), ("type", self.type), ("name", self.name))
-            if not value
-        ]
-        problems.extend("device ID must be specified" for k in self.instance_stats if not k)
+        problems: list[str] = []
+        for what, value in (("vendor", self.vendor), ("type", self.type), ("name", self.name)):
+            if isinstance(value, str) and not value:
+                problems.append(f"stats group {what} must be specified")
+            else:
+                problem = _text_problem(value, f"stats group {what}")
+                if problem:
+                    problems.append(problem)
+        items = self.instance_stats
+        if type(items) is not MappingProxyType and not isinstance(items, Mapping):
+            problems.append(f"device must be a mapping, not {_kind(items)}")
+            return problems
+        checked: set[_dt.datetime] = set()
+        utc = _dt.UTC
+        for key, stats in items.items():
+            # The common case first, inline: a node may report 100,000 of these a second.
+            if type(key) is str and key and key.isascii() and type(stats) is DeviceStats:
+                summary, tree, stamp = stats.summary, stats.stats, stats.timestamp
+                if (
+                    (summary is None or (type(summary) is StatValue and summary._fine()))
+                    and (tree is None or (type(tree) is StatObject and tree._fine(0)))
+                    and type(stamp) is _dt.datetime
+                    and (stamp.tzinfo is utc or stamp in checked)
+                ):
+                    continue
+            problem = _text_problem(key, f"device key {key!r}")
+            if problem is None and not isinstance(stats, DeviceStats):
+                problem = f"device[{key!r}] must be a DeviceStats, not {_kind(stats)}"
+            if problem is not None:
+                problems.append(problem)
+                continue
+            if not key:
+                problems.append("device ID must be specified")
+            found = stats.validate(checked)
+            if found:
+                problems.extend(f"device {key!r}: {p}" for p in found)
         return problems
 
     def __eq__(self, other: object) -> bool:
@@ -288,3 +612,20 @@ class PluginInfo:
     version: str
     api_versions: tuple[str, ...] = ("v0.1.0",)
     type: int = 3  # DEVICE
+
+    def validate(self) -> list[str]:
+        problems = [
+            p
+            for p in (_text_problem(self.name, "name"), _text_problem(self.version, "version"))
+            if p
+        ]
+        if isinstance(self.name, str) and not self.name:
+            problems.append("name must not be empty")
+        if not isinstance(self.api_versions, tuple | list):
+            problems.append(f"api_versions must be a tuple, not {_kind(self.api_versions)}")
+        else:
+            for i, version in enumerate(self.api_versions):
+                problem = _text_problem(version, f"api_versions[{i}]")
+                if problem:
+                    problems.append(problem)
+        return problems

@@ -64,6 +64,8 @@ EXPECTED: dict[str, dict[str, tuple[Status, str]]] = {
     },
     "stats_flood": {"stats-interval": (FAIL, "interval 0 must mean 1 s")},
     "bad_version": {"plugin-info": (FAIL, "does not parse as a version")},
+    # Not broken: a blocking sync watch() must not freeze the plugin.
+    "sync_watch": {},
 }
 
 #: Evidence that pins the finding down further.
@@ -248,3 +250,9 @@ def test_plugin_exiting_before_handshake(tmp_path: Path) -> None:
     assert "exited (status 4)" in handshake.summary
     assert "stderr: boom" in handshake.evidence
     assert report.status_of("hclog-stderr") is FAIL
+
+
+def test_sync_blocking_watch_plugin_conforms(reports: dict[str, ConformanceReport]) -> None:
+    report = reports["sync_watch"]
+    report.assert_ok(allow_warnings=False)
+    assert not [r for r in report.results if r.status is SKIP], report.render()

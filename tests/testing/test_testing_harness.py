@@ -138,3 +138,38 @@ def test_subprocess_harness() -> None:
         assert h.kill() is result
     assert "config set" in h.messages()
     assert not [e for e in h.logs if e.raw]
+
+
+def test_in_process_kill_closes_the_server_not_the_test_process() -> None:
+    """kill() and ``with h.client:`` behave like a host's kill, on the server only."""
+    with InProcessHarness(CounterPlugin) as h:
+        assert h.client.reattach_config.pid == os.getpid()
+        result = h.client.kill()  # before the fix: SIGKILL to this very process
+        assert result.outcome == "graceful", result
+        assert result.seconds < 2
+        assert not os.path.exists(h.address)
+        assert h.client.kill().outcome == "gone"
+    with InProcessHarness(CounterPlugin) as h, h.client:
+        assert h.health() == "SERVING"
+    assert not os.path.exists(h.address)
+
+
+class _BigPlugin(DevicePlugin[None]):
+    """A fingerprint, and a Reserve request, well over gRPC's default 4 MiB."""
+
+    name = "big"
+
+    def detect(self) -> list[DeviceGroup]:
+        devices = tuple(Device(f"{i:08d}-" + "x" * 60) for i in range(80_000))
+        return [DeviceGroup("test", "big", "b", devices)]
+
+    def reserve(self, device_ids: Sequence[str]) -> Reservation:
+        return Reservation({"COUNT": str(len(device_ids))})
+
+
+def test_in_process_server_has_the_production_options() -> None:
+    with InProcessHarness(_BigPlugin) as h:
+        (group,) = h.first_fingerprint(timeout=60)
+        assert len(group.devices) == 80_000
+        ids = [d.id for d in group.devices]
+        assert h.reserve(ids).envs == {"COUNT": "80000"}

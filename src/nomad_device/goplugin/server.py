@@ -3,7 +3,11 @@
 The life of the process: refuse to run without the host's cookie; route all
 output through hclog; negotiate the app protocol; listen (unix socket by
 default); print the handshake; serve until the host calls Shutdown or sends
-SIGTERM; clean up the socket; exit. Nothing here knows about Nomad.
+SIGTERM; clean up the socket; run the stop hook; exit. Nothing here knows
+about Nomad.
+
+Clean-up comes before the stop hook, and on every error path: the host
+SIGKILLs a plugin that is slow to exit, and a killed process removes nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from nomad_device.goplugin.services import add_goplugin_services
 if TYPE_CHECKING:
     from nomad_device.goplugin.tlsproxy import TLSTerminator
 
-__all__ = ["ENV_NETWORK", "Registrar", "ServeConfig", "serve"]
+__all__ = ["ENV_NETWORK", "SERVER_OPTIONS", "Registrar", "ServeConfig", "build_server", "serve"]
 
 #: Our own switch (not go-plugin's): ``tcp`` makes the plugin listen on
 #: 127.0.0.1 within PLUGIN_MIN_PORT..PLUGIN_MAX_PORT instead of a unix socket.
@@ -37,6 +41,15 @@ ENV_NETWORK: Final = "GOPLUGIN_PY_NETWORK"
 #: How long in-flight calls get to finish once a stop is requested. Long-lived
 #: streams are cancelled after it; the host waits 2 s in all.
 STOP_GRACE_SECONDS: Final = 0.2
+
+#: Every plugin server's options (and any test server that stands in for one).
+SERVER_OPTIONS: Final[tuple[tuple[str, int | str], ...]] = (
+    ("grpc.so_reuseport", 0),  # two plugins must never share a port
+    # No 4 MiB message cap, as go-plugin's default server: large device sets
+    # make large fingerprint and stats messages, and large Reserve requests.
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+)
 
 Registrar = Callable[[grpc.aio.Server], Awaitable[None]]
 
@@ -47,7 +60,9 @@ log = logging.getLogger("goplugin.server")
 class ServeConfig:
     """What to serve: the handshake and, per app protocol version, the services.
 
-    ``on_stop`` runs after the server stopped (release resources there).
+    ``on_stop`` runs after the server stopped and its socket was removed
+    (release resources there); it is not time-boxed here, so keep it well
+    under the host's 2 s grace.
     """
 
     handshake: hs.HandshakeConfig
@@ -63,6 +78,11 @@ class _Listener:
     network: str
     address: str
     cleanup: Callable[[], None]
+
+
+def build_server(options: tuple[tuple[str, int | str], ...] = ()) -> grpc.aio.Server:
+    """A ``grpc.aio`` server with :data:`SERVER_OPTIONS` (later ``options`` win)."""
+    return grpc.aio.server(options=[*SERVER_OPTIONS, *options])
 
 
 def serve(config: ServeConfig) -> NoReturn:
@@ -93,39 +113,32 @@ async def _serve(config: ServeConfig, capture: StdioCapture | None) -> int:
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_log_loop_exception)
     stop = asyncio.Event()
+    # Before the handshake: a host may signal as soon as it has read it.
+    _install_signal_handlers(loop, stop)
 
     version = hs.negotiate_version(os.environ.get(hs.ENV_PROTOCOL_VERSIONS), config.versions.keys())
-    server = grpc.aio.server(
-        options=[
-            ("grpc.so_reuseport", 0),  # two plugins must never share a port
-            # No 4 MiB message cap, as go-plugin's default server: large device
-            # sets make large fingerprint and stats messages.
-            ("grpc.max_receive_message_length", -1),
-            ("grpc.max_send_message_length", -1),
-            *config.grpc_options,
-        ]
-    )
-    await add_goplugin_services(server, capture, stop.set)
-    await config.versions[version](server)
-
-    credentials, cert_field = _server_credentials()
-    listener = await _listen(server, credentials, config.network)
+    server = build_server(config.grpc_options)
     try:
-        line = hs.HandshakeLine(version, listener.network, listener.address, "grpc", cert_field)
-        log.debug(
-            "plugin address", extra={"network": listener.network, "address": listener.address}
-        )
-        # Handlers first: a host may signal us the moment it reads the handshake,
-        # and Python's default SIGINT handler would end the process.
-        _install_signal_handlers(loop, stop)
-        _write_handshake(capture, line.render())
-        await stop.wait()
-        log.debug("stopping plugin server")
-        await server.stop(STOP_GRACE_SECONDS)
+        await add_goplugin_services(server, capture, stop.set)
+        await config.versions[version](server)
+
+        credentials, cert_field = _server_credentials()
+        listener = await _listen(server, credentials, config.network)
+        try:
+            line = hs.HandshakeLine(version, listener.network, listener.address, "grpc", cert_field)
+            log.debug(
+                "plugin address", extra={"network": listener.network, "address": listener.address}
+            )
+            _write_handshake(capture, line.render())
+            await stop.wait()
+            log.debug("stopping plugin server")
+            await server.stop(STOP_GRACE_SECONDS)
+        finally:
+            listener.cleanup()
+    finally:
+        # After the clean-up, and on every path: a slow hook may get us SIGKILLed.
         if config.on_stop is not None:
             await config.on_stop()
-    finally:
-        listener.cleanup()
     return 0
 
 
@@ -177,21 +190,22 @@ def _add_port(server: grpc.aio.Server, address: str) -> int:
 async def _listen(
     server: grpc.aio.Server, tls: TLSTerminator | None, network: str | None
 ) -> _Listener:
-    network = network or os.environ.get(ENV_NETWORK) or "unix"
-    if network not in ("unix", "tcp"):
-        raise ValueError(f"{ENV_NETWORK} must be 'unix' or 'tcp', not {network!r}")
-    if tls is not None:
-        # gRPC serves plaintext where only this process can reach it; the
-        # terminator takes the public address below.
-        try:
+    try:
+        network = network or os.environ.get(ENV_NETWORK) or "unix"
+        if network not in ("unix", "tcp"):
+            raise ValueError(f"{ENV_NETWORK} must be 'unix' or 'tcp', not {network!r}")
+        if tls is not None:
+            # gRPC serves plaintext where only this process can reach it; the
+            # terminator takes the public address below.
             _add_port(server, f"unix:{tls.backend_path}")
             await server.start()
-        except BaseException:
+        if network == "tcp":
+            return await _listen_tcp(server, tls)
+        return await _listen_unix(server, tls)
+    except BaseException:
+        if tls is not None:
             tls.close()
-            raise
-    if network == "tcp":
-        return await _listen_tcp(server, tls)
-    return await _listen_unix(server, tls)
+        raise
 
 
 async def _listen_tcp(server: grpc.aio.Server, tls: TLSTerminator | None) -> _Listener:
@@ -230,30 +244,13 @@ def _port_env(name: str) -> int:
 
 
 async def _listen_unix(server: grpc.aio.Server, tls: TLSTerminator | None) -> _Listener:
+    group = os.environ.get(hs.ENV_UNIX_SOCKET_GROUP, "")
+    gid = _group_id(group) if group else None  # refuse a bad group before creating anything
     shared_dir = os.environ.get(hs.ENV_UNIX_SOCKET_DIR, "")
     own_dir = None if shared_dir else _private_dir("plugin")
     sock_dir = shared_dir or own_dir
     assert sock_dir is not None
     path = os.path.join(sock_dir, f"plugin{os.urandom(6).hex()}.sock")
-    group = os.environ.get(hs.ENV_UNIX_SOCKET_GROUP, "")
-
-    # Nobody else may connect in the instant between bind and chmod.
-    old_umask = os.umask(0o177)
-    try:
-        if tls is None:
-            _add_port(server, f"unix:{path}")
-            await server.start()
-        else:
-            await tls.listen_unix(path)
-    except BaseException:
-        if tls is not None:
-            tls.close()
-        raise
-    finally:
-        os.umask(old_umask)
-    if group:
-        os.chown(path, -1, _group_id(group))
-        os.chmod(path, 0o660)
 
     def cleanup() -> None:
         if tls is not None:
@@ -264,6 +261,23 @@ async def _listen_unix(server: grpc.aio.Server, tls: TLSTerminator | None) -> _L
             with contextlib.suppress(OSError):
                 os.rmdir(own_dir)
 
+    try:
+        # Nobody else may connect in the instant between bind and chmod.
+        old_umask = os.umask(0o177)
+        try:
+            if tls is None:
+                _add_port(server, f"unix:{path}")
+                await server.start()
+            else:
+                await tls.listen_unix(path)
+        finally:
+            os.umask(old_umask)
+        if gid is not None:
+            os.chown(path, -1, gid)
+            os.chmod(path, 0o660)
+    except BaseException:
+        cleanup()
+        raise
     return _Listener("unix", path, cleanup)
 
 

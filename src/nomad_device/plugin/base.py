@@ -3,37 +3,28 @@
 An author describes *what is there* (``detect``), *how a task gets it*
 (``reserve``) and *what it measures* (``stats``); the engine turns that into
 the long-lived streams Nomad needs. Every method may be sync or ``async``:
-sync ones run in a worker thread so they never block the event loop.
+sync ones run on the plugin's own worker threads (see ``plugin/calls.py``) so
+they never block the event loop, and ``detect()`` and ``stats()`` never run
+concurrently with themselves.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from nomad_device.model import DeviceGroup, DeviceGroupStats, PluginInfo, Reservation
+from nomad_device.plugin.calls import AuthorCalls, calls_of, describe, slow_after, tunable
 
 if TYPE_CHECKING:
     from nomad_device.plugin.engine import FingerprintEngine
     from nomad_device.wire.hclspec import Spec
 
-__all__ = ["DevicePlugin", "call_author"]
+__all__ = ["DevicePlugin"]
 
 ConfigT = TypeVar("ConfigT")
-T = TypeVar("T")
-
-
-async def call_author(fn: Callable[..., T | Awaitable[T]], *args: Any) -> T:
-    """Call author code that may be sync or async without blocking the loop."""
-    if inspect.iscoroutinefunction(fn):
-        return cast(T, await fn(*args))
-    result = await asyncio.to_thread(fn, *args)
-    if inspect.isawaitable(result):
-        return cast(T, await result)
-    return result
 
 
 class DevicePlugin(Generic[ConfigT]):
@@ -50,14 +41,28 @@ class DevicePlugin(Generic[ConfigT]):
     version: ClassVar[str] = "0.1.0"
     #: A dataclass describing the config block, or None for no config.
     Config: ClassVar[type[Any] | None] = None
-    #: Seconds between ``detect`` calls; :meth:`rescan` wakes it sooner.
+    #: Seconds between ``detect`` calls; :meth:`rescan` wakes it sooner. The
+    #: period bounds how stale the devices can be, and it is the only mechanism
+    #: where no event source is available.
     fingerprint_period: float = 5.0
+    #: Seconds to wait after a :meth:`rescan` before ``detect`` runs, so that a
+    #: burst of events (a thousand files created at once) costs one ``detect``.
+    rescan_settle: float = 0.02
+    #: Seconds ``detect`` may keep failing before the devices it last found are
+    #: reported unhealthy, with the error as the reason (``math.inf``: never).
+    #: Until then Nomad keeps them as they were; a success restores them.
+    detect_grace_period: float = 30.0
+    #: A ``detect``, ``stats`` or ``reserve`` call still running after this many
+    #: seconds (or three periods for ``detect`` and ``stats``, up to a minute)
+    #: is logged as a warning, and again when it returns.
+    slow_call_seconds: float = 10.0
 
     def __init__(self) -> None:
         self.config: ConfigT = cast(ConfigT, None)
         self.configured = False
         self.log = logging.getLogger(self.name or type(self).__name__)
         self._engine: FingerprintEngine | None = None
+        self._calls: AuthorCalls | None = None
 
     # -- base plugin ----------------------------------------------------------
 
@@ -72,7 +77,8 @@ class DevicePlugin(Generic[ConfigT]):
         return config_spec(self.Config) if self.Config is not None else Object({})
 
     def decode_config(self, data: bytes) -> ConfigT:
-        """Turn SetConfig's msgpack into ``ConfigT``; raise ValueError naming the field."""
+        """Turn SetConfig's msgpack into ``ConfigT``; raise ``InvalidArgument`` (or the SDK's
+        ``ConfigError``) naming the field to refuse it."""
         from nomad_device.config import decode_config
         from nomad_device.wire import hclspec
 
@@ -81,7 +87,21 @@ class DevicePlugin(Generic[ConfigT]):
         return cast(ConfigT, hclspec.decode(self.config_schema(), data) if data else {})
 
     def configure(self, config: ConfigT) -> Awaitable[None] | None:
-        """Hook after a successful decode; raise ValueError/InvalidArgument to refuse."""
+        """Hook after a successful decode; raise ``InvalidArgument`` to refuse the config.
+
+        A refusal reaches Nomad as INVALID_ARGUMENT and the old config stays.
+        Any other exception (a ``ValueError`` too) is taken for a bug: logged
+        with its traceback and answered INTERNAL; the old config stays as well.
+        """
+        return None
+
+    def close(self) -> Awaitable[None] | None:
+        """Hook run once before the process exits (Shutdown or SIGTERM); release things here.
+
+        It is time-boxed to one second (the host SIGKILLs two seconds after
+        Shutdown), and ``atexit`` handlers do not run: the process leaves with
+        ``os._exit`` so that a stuck worker thread cannot keep it alive.
+        """
         return None
 
     # -- device plugin ----------------------------------------------------------
@@ -101,15 +121,25 @@ class DevicePlugin(Generic[ConfigT]):
     # -- event sources ----------------------------------------------------------
 
     async def watch(self) -> None:
-        """Optional event source, run while any Fingerprint stream is open.
+        """Optional event source, started with the first Fingerprint stream.
 
         Call :meth:`rescan` whenever something may have changed (udev, inotify,
-        a socket...). Exceptions are logged and the watcher restarted after a
-        back-off; detection keeps polling meanwhile.
+        a socket...). An ``async def watch`` runs on the event loop and is
+        cancelled when the last stream closes. A plain ``def watch`` runs in
+        its own daemon thread and may block; Python cannot stop a thread, so it
+        keeps running when streams close, and it is never started twice.
+        A watcher that returns ends watching quietly; one that raises is logged
+        and restarted after a back-off. Detection keeps polling meanwhile.
         """
 
+    watch.nothing_to_watch = True  # type: ignore[attr-defined]
+
     def rescan(self) -> None:
-        """Ask for a ``detect`` now instead of at the next period (thread-safe)."""
+        """Ask for a ``detect`` soon instead of at the next period.
+
+        Safe and cheap from any thread: calls made while a ``detect`` runs or
+        settles (:attr:`rescan_settle`) are coalesced into one more ``detect``.
+        """
         if self._engine is not None:
             self._engine.wake()
 
@@ -127,10 +157,12 @@ class DevicePlugin(Generic[ConfigT]):
 
     async def stats_stream(self, interval: float) -> AsyncIterator[Sequence[DeviceGroupStats]]:
         """The Stats stream: ``stats()`` every ``interval`` seconds, first at once."""
+        calls = calls_of(self)
         failures = 0
         while True:
             try:
-                groups = await call_author(self.stats)
+                limit = slow_after(tunable(self, "slow_call_seconds"), interval)
+                groups = await calls.call("stats", self.stats, slow_after=limit)
                 failures = 0
             except asyncio.CancelledError:
                 raise
@@ -138,7 +170,10 @@ class DevicePlugin(Generic[ConfigT]):
                 failures += 1
                 if failures == 1 or failures % 60 == 0:
                     logging.getLogger("nomad_device.stats").error(
-                        "stats() failed: %s", exc, exc_info=exc, extra={"failures": failures}
+                        "stats() failed: %s",
+                        describe(exc),
+                        exc_info=exc,
+                        extra={"failures": failures},
                     )
                 groups = []
             if groups:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+import asyncio
+import logging
+from typing import Any, Final, NoReturn
 
 import grpc
 
@@ -11,9 +13,18 @@ from nomad_device.goplugin.hclog import install_early_excepthook
 from nomad_device.goplugin.server import ServeConfig
 from nomad_device.goplugin.server import serve as serve_goplugin
 from nomad_device.plugin.base import DevicePlugin
+from nomad_device.plugin.calls import calls_of, describe
 from nomad_device.plugin.servicer import register
 
-__all__ = ["serve"]
+__all__ = ["CLOSE_TIMEOUT", "close_plugin", "serve"]
+
+#: How long the author's ``close()`` may take. The host SIGKILLs the plugin
+#: 2 s after Shutdown; the server's own stop takes up to
+#: ``STOP_GRACE_SECONDS`` (0.2 s), and the rest is left as margin for a loaded
+#: machine, so that a slow ``close()`` costs a warning, not a SIGKILL.
+CLOSE_TIMEOUT: Final = 1.0
+
+log = logging.getLogger("nomad_device.server")
 
 # Launched by a host: from the first import on, even a crash while the author's
 # module loads must reach the host as hclog, not as raw text.
@@ -21,19 +32,40 @@ if NOMAD_HANDSHAKE.cookie_ok():
     install_early_excepthook()
 
 
+async def close_plugin(plugin: DevicePlugin[Any], timeout: float = CLOSE_TIMEOUT) -> None:
+    """Run the author's ``close()`` once, for at most ``timeout`` seconds; never raise."""
+    if getattr(plugin, "_closed", False):
+        return
+    plugin._closed = True  # type: ignore[attr-defined]
+    try:
+        await asyncio.wait_for(
+            calls_of(plugin).call("other", plugin.close, what="close()"), timeout
+        )
+    except TimeoutError:
+        log.warning("close() did not return within %gs; exiting without it", timeout)
+    except Exception as exc:
+        log.error("close() failed: %s", describe(exc), exc_info=exc)
+
+
 def serve(plugin: type[DevicePlugin[Any]] | DevicePlugin[Any]) -> NoReturn:
     """Serve a device plugin to a Nomad client over go-plugin; never returns.
 
-    Run by hand (without Nomad's cookie) it explains itself and exits 1.
+    On Shutdown or SIGTERM the plugin's :meth:`~DevicePlugin.close` runs
+    (time-boxed, see :data:`CLOSE_TIMEOUT`) before the process exits. Run by
+    hand (without Nomad's cookie) it explains itself and exits 1.
     """
     instance = plugin() if isinstance(plugin, type) else plugin
 
     async def registrar(server: grpc.aio.Server) -> None:
         await register(instance, server)
 
+    async def on_stop() -> None:
+        await close_plugin(instance)
+
     serve_goplugin(
         ServeConfig(
             handshake=NOMAD_HANDSHAKE,
             versions={NOMAD_HANDSHAKE.protocol_version: registrar},
+            on_stop=on_stop,
         )
     )

@@ -3,6 +3,13 @@
 This layer owns the protocol rules an author should not have to know: status
 codes, the stats interval convention, that a stream towards Nomad never ends,
 and that nothing invalid is ever sent.
+
+Status codes: a :class:`~nomad_device.errors.DevicePluginError` carries its
+own; the SDK's config-decoding errors (``ConfigError``, ``CtyDecodeError``) are
+INVALID_ARGUMENT; anything else from author code is a bug, logged with its
+traceback and answered INTERNAL with a short message. Everything converted to
+protobuf is converted inside these guards: a stream skips (and logs) a group
+it cannot convert, a unary call answers INTERNAL.
 """
 
 from __future__ import annotations
@@ -16,18 +23,28 @@ import grpc
 
 from nomad_device.constants import DEVICE_API_VERSION, PLUGIN_TYPE_DEVICE
 from nomad_device.errors import DevicePluginError
-from nomad_device.plugin.base import DevicePlugin, call_author
+from nomad_device.model import PluginInfo, Reservation
+from nomad_device.plugin.base import DevicePlugin
+from nomad_device.plugin.calls import calls_of, describe, slow_after, tunable
 from nomad_device.plugin.engine import (
     FingerprintEngine,
-    _ProblemLog,
+    ProblemLog,
+    check_groups,
+    check_stats,
+    printable,
     resilient,
-    valid_groups,
-    valid_stats,
 )
 from nomad_device.proto import base_pb2, base_pb2_grpc, device_pb2, device_pb2_grpc
 from nomad_device.wire import convert, hclspec
 
-__all__ = ["BaseServicer", "DeviceServicer", "register"]
+__all__ = [
+    "BaseServicer",
+    "DeviceServicer",
+    "fingerprint_response",
+    "register",
+    "stats_response",
+    "status_for",
+]
 
 log = logging.getLogger("nomad_device.server")
 
@@ -36,16 +53,37 @@ T = TypeVar("T")
 
 #: Nomad's convention: a zero collection interval means one second.
 DEFAULT_STATS_INTERVAL = 1.0
+#: Longest message put in an INTERNAL status (the traceback is in the log).
+MAX_DETAILS = 300
+
+
+class _BadOutput(Exception):
+    """Author code returned something that cannot go on the wire."""
+
+
+def _is_refusal(exc: BaseException) -> bool:
+    """The SDK's own errors for config that cannot be decoded."""
+    from nomad_device.config import ConfigError
+    from nomad_device.wire.cty import CtyDecodeError
+
+    return isinstance(exc, ConfigError | CtyDecodeError)
+
+
+def status_for(exc: BaseException, what: str) -> tuple[grpc.StatusCode, str]:
+    """The status and message for an exception from ``what``; logs the unexpected ones."""
+    if isinstance(exc, DevicePluginError):
+        return getattr(grpc.StatusCode, exc.code), printable(str(exc.message), MAX_DETAILS)
+    if _is_refusal(exc):
+        return grpc.StatusCode.INVALID_ARGUMENT, printable(describe(exc), MAX_DETAILS)
+    message = describe(exc)
+    log.error("%s failed: %s", what, message, exc_info=exc)
+    text = message if isinstance(exc, _BadOutput) else f"{type(exc).__name__}: {message}"
+    return grpc.StatusCode.INTERNAL, printable(f"{what} failed: {text}", MAX_DETAILS)
 
 
 async def _abort_for(context: Context, exc: BaseException, what: str) -> NoReturn:
-    """Turn an author exception into a precise status; log the unexpected ones."""
-    if isinstance(exc, DevicePluginError):
-        await context.abort(getattr(grpc.StatusCode, exc.code), exc.message)
-    if isinstance(exc, ValueError):
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-    log.error("%s failed: %s", what, exc, exc_info=exc)
-    await context.abort(grpc.StatusCode.INTERNAL, f"{what} failed: {exc}")
+    code, details = status_for(exc, what)
+    await context.abort(code, details)
 
 
 async def _guarded(context: Context, what: str, call: Callable[[], Awaitable[T]]) -> T:
@@ -57,6 +95,71 @@ async def _guarded(context: Context, what: str, call: Callable[[], Awaitable[T]]
         await _abort_for(context, exc, what)
 
 
+def _converted(kind: str, what: str, fn: Callable[[], T]) -> T:
+    """Convert author output, naming the output when it does not fit."""
+    try:
+        return fn()
+    except Exception as exc:
+        raise _BadOutput(f"{what} returned {kind} that cannot be sent: {exc}") from exc
+
+
+def fingerprint_response(groups: object, problems: ProblemLog) -> device_pb2.FingerprintResponse:
+    """The groups Nomad would accept, converted one by one; the rest logged once."""
+    kept, found = check_groups(groups)
+    response = device_pb2.FingerprintResponse()
+    add = response.device_group.add
+    for group in kept:
+        try:
+            convert.group_to_proto(group, into=add())
+        except Exception as exc:
+            del response.device_group[-1]
+            found.append(f"group {group.key!r} does not convert: {type(exc).__name__}: {exc}")
+    problems.report(found, "invalid device group")
+    return response
+
+
+def stats_response(groups: object, problems: ProblemLog) -> device_pb2.StatsResponse:
+    kept, found = check_stats(groups)
+    response = device_pb2.StatsResponse()
+    add = response.groups.add
+    for group in kept:
+        try:
+            convert.group_stats_to_proto(group, into=add())
+        except Exception as exc:
+            del response.groups[-1]
+            key = f"{group.vendor}/{group.type}/{group.name}"
+            found.append(f"stats group {key!r} does not convert: {type(exc).__name__}: {exc}")
+    problems.report(found, "invalid stats group")
+    return response
+
+
+def _info_to_proto(info: object) -> base_pb2.PluginInfoResponse:
+    if not isinstance(info, PluginInfo):
+        raise _BadOutput(f"plugin_info() returned a {type(info).__name__}, not a PluginInfo")
+    problems = info.validate()
+    if problems:
+        raise _BadOutput("plugin_info() returned an invalid PluginInfo: " + "; ".join(problems))
+    return base_pb2.PluginInfoResponse(
+        type=PLUGIN_TYPE_DEVICE,  # type: ignore[arg-type]
+        plugin_api_versions=list(info.api_versions),
+        plugin_version=info.version,
+        name=info.name,
+    )
+
+
+def _reservation_to_proto(reservation: object) -> device_pb2.ReserveResponse:
+    if not isinstance(reservation, Reservation):
+        kind = type(reservation).__name__
+        raise _BadOutput(f"reserve() returned a {kind}, not a Reservation")
+    problems = reservation.validate()
+    if problems:
+        raise _BadOutput("reserve() returned an invalid Reservation: " + "; ".join(problems))
+    container = _converted(
+        "a Reservation", "reserve()", lambda: convert.reservation_to_proto(reservation)
+    )
+    return device_pb2.ReserveResponse(container_res=container)
+
+
 class BaseServicer(base_pb2_grpc.BasePluginServicer):
     def __init__(self, plugin: DevicePlugin[Any]) -> None:
         self.plugin = plugin
@@ -65,19 +168,19 @@ class BaseServicer(base_pb2_grpc.BasePluginServicer):
     async def PluginInfo(
         self, request: base_pb2.PluginInfoRequest, context: Context
     ) -> base_pb2.PluginInfoResponse:
-        info = self.plugin.plugin_info()
-        return base_pb2.PluginInfoResponse(
-            type=PLUGIN_TYPE_DEVICE,  # type: ignore[arg-type]
-            plugin_api_versions=list(info.api_versions),
-            plugin_version=info.version,
-            name=info.name,
+        return await _guarded(
+            context, "PluginInfo", lambda: _sync(lambda: _info_to_proto(self.plugin.plugin_info()))
         )
 
     async def ConfigSchema(
         self, request: base_pb2.ConfigSchemaRequest, context: Context
     ) -> base_pb2.ConfigSchemaResponse:
-        spec = await _guarded(context, "ConfigSchema", lambda: _sync(self.plugin.config_schema))
-        return base_pb2.ConfigSchemaResponse(spec=hclspec.to_proto(spec))
+        def schema() -> base_pb2.ConfigSchemaResponse:
+            spec = self.plugin.config_schema()
+            proto = _converted("a schema", "config_schema()", lambda: hclspec.to_proto(spec))
+            return base_pb2.ConfigSchemaResponse(spec=proto)
+
+        return await _guarded(context, "ConfigSchema", lambda: _sync(schema))
 
     async def SetConfig(
         self, request: base_pb2.SetConfigRequest, context: Context
@@ -94,14 +197,13 @@ class BaseServicer(base_pb2_grpc.BasePluginServicer):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                # Go plugins wrap it the same way; operators read it when the agent refuses
-                # to start, so unexpected failures are logged with their traceback too.
-                code = exc.code if isinstance(exc, DevicePluginError) else None
-                if code is None and not isinstance(exc, ValueError):
-                    log.error("SetConfig failed: %s", exc, exc_info=exc)
-                    code = "INTERNAL"
-                status = getattr(grpc.StatusCode, code or "INVALID_ARGUMENT")
-                await context.abort(status, f"SetConfig failed: {exc}")
+                # Go plugins word it the same way; operators read it when the agent
+                # refuses to start. Only a refusal is INVALID_ARGUMENT: anything else
+                # is a bug in the plugin, logged with its traceback.
+                code, details = status_for(exc, "SetConfig")
+                if isinstance(exc, DevicePluginError) or _is_refusal(exc):
+                    details = printable(f"SetConfig failed: {details}", MAX_DETAILS)
+                await context.abort(code, details)
         return base_pb2.SetConfigResponse()
 
 
@@ -112,7 +214,7 @@ async def _sync(fn: Callable[[], T]) -> T:
 async def apply_config(plugin: DevicePlugin[Any], data: bytes) -> None:
     """Decode and hand the config to the author; errors leave the old config."""
     config = plugin.decode_config(bytes(data))
-    await call_author(plugin.configure, config)
+    await calls_of(plugin).call("other", plugin.configure, config, what="configure()")
     plugin.config = config
     plugin.configured = True
     log.debug("config set", extra={"config": repr(config)})
@@ -129,8 +231,8 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
     def __init__(self, plugin: DevicePlugin[Any], base: BaseServicer) -> None:
         self.plugin = plugin
         self._base = base
-        self._stats_problems = _ProblemLog()
-        self._fp_problems = _ProblemLog()
+        self._stats_problems = ProblemLog()
+        self._fp_problems = ProblemLog()
 
     async def _configured(self, context: Context) -> None:
         async with self._base._config_lock:
@@ -139,7 +241,10 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
             except Exception as exc:
                 await context.abort(
                     grpc.StatusCode.FAILED_PRECONDITION,
-                    f"plugin is not configured and its defaults do not decode: {exc}",
+                    printable(
+                        f"plugin is not configured and its defaults do not decode: {exc}",
+                        MAX_DETAILS,
+                    ),
                 )
 
     async def Fingerprint(
@@ -147,21 +252,25 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
     ) -> AsyncIterator[device_pb2.FingerprintResponse]:
         await self._configured(context)
         async for groups in resilient(self.plugin.fingerprint_stream, "fingerprint stream"):
-            kept = valid_groups(groups, self._fp_problems)
-            response = device_pb2.FingerprintResponse()
-            for group in kept:
-                convert.group_to_proto(group, into=response.device_group.add())
-            yield response
+            yield fingerprint_response(groups, self._fp_problems)
 
     async def Reserve(
         self, request: device_pb2.ReserveRequest, context: Context
     ) -> device_pb2.ReserveResponse:
         await self._configured(context)
         ids = list(request.device_ids)
-        reservation = await _guarded(
-            context, "Reserve", lambda: call_author(self.plugin.reserve, ids)
-        )
-        return device_pb2.ReserveResponse(container_res=convert.reservation_to_proto(reservation))
+        plugin = self.plugin
+
+        async def reserve() -> device_pb2.ReserveResponse:
+            reservation = await calls_of(plugin).call(
+                "reserve",
+                plugin.reserve,
+                ids,
+                slow_after=slow_after(tunable(plugin, "slow_call_seconds")),
+            )
+            return _reservation_to_proto(reservation)
+
+        return await _guarded(context, "Reserve", reserve)
 
     async def Stats(
         self, request: device_pb2.StatsRequest, context: Context
@@ -176,11 +285,7 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
         await self._configured(context)
         stream = resilient(lambda: self.plugin.stats_stream(interval), "stats stream")
         async for groups in stream:
-            kept = valid_stats(groups, self._stats_problems)
-            response = device_pb2.StatsResponse()
-            for group in kept:
-                convert.group_stats_to_proto(group, into=response.groups.add())
-            yield response
+            yield stats_response(groups, self._stats_problems)
 
 
 async def register(plugin: DevicePlugin[Any], server: grpc.aio.Server) -> None:

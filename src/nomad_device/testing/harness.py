@@ -23,13 +23,14 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
 
 import grpc
 
 from nomad_device.constants import NOMAD_HANDSHAKE
-from nomad_device.goplugin.client import KillResult, PluginProcess, ReattachConfig
+from nomad_device.goplugin.client import KILL_GRACE, KillResult, PluginProcess, ReattachConfig
 from nomad_device.goplugin.hclog import HclogEntry
 from nomad_device.host import DevicePluginClient, Stream
 from nomad_device.model import DeviceGroup, DeviceGroupStats, PluginInfo, Reservation
@@ -101,6 +102,52 @@ class _HarnessAPI:
         return self.client.stats(interval)
 
 
+#: As the host client's channel: no retries, no 4 MiB cap on messages.
+_CHANNEL_OPTIONS: Final = [
+    ("grpc.enable_retries", 0),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+]
+
+
+class _InProcessPlugin(PluginProcess):
+    """The host's view of a plugin served in this very process.
+
+    ``kill()`` does what a host's kill does to a plugin (Shutdown, then the
+    server goes away) but never signals a process: the PID is our own.
+    """
+
+    def __init__(
+        self,
+        reattach: ReattachConfig,
+        channel: grpc.Channel,
+        logger: logging.Logger,
+        close_harness: Callable[[], None],
+        stopped: threading.Event,
+    ) -> None:
+        super().__init__(reattach, channel, None, logger)
+        self._close_harness = close_harness
+        self._stopped = stopped
+
+    def kill(self, grace: float = KILL_GRACE) -> KillResult:
+        from nomad_device.proto import goplugin_controller_pb2, goplugin_controller_pb2_grpc
+
+        start = time.monotonic()
+        if self._stopped.is_set():
+            self._close_channel()
+            return KillResult("gone", 0.0, None)
+        stub = goplugin_controller_pb2_grpc.GRPCControllerStub(self.channel)
+        try:
+            stub.Shutdown(goplugin_controller_pb2.Empty(), timeout=grace)
+        except grpc.RpcError as exc:
+            self.logger.debug("Shutdown during kill: %s", exc)
+        self._close_channel()
+        graceful = self._stopped.wait(grace)
+        self._close_harness()  # whatever Shutdown did, the server goes now
+        outcome = "graceful" if graceful else "forced"
+        return KillResult(outcome, time.monotonic() - start, 0 if graceful else None)
+
+
 class InProcessHarness(_HarnessAPI):
     """Serve ``plugin`` in this process over gRPC on a private unix socket.
 
@@ -124,47 +171,63 @@ class InProcessHarness(_HarnessAPI):
             target=self._loop.run_forever, name="in-process-plugin", daemon=True
         )
         self._server: grpc.aio.Server | None = None
+        self._shutdown_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._stopped = threading.Event()
         self._thread.start()
         try:
             asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout)
-            channel = grpc.insecure_channel(
-                f"unix:{self.address}", options=[("grpc.enable_retries", 0)]
-            )
+            channel = grpc.insecure_channel(f"unix:{self.address}", options=_CHANNEL_OPTIONS)
             grpc.channel_ready_future(channel).result(timeout)
         except BaseException:
             self.close()
             raise
+        # The PID is this process's: the client's kill() is ours, and never signals it.
         reattach = ReattachConfig(
             "unix", self.address, os.getpid(), NOMAD_HANDSHAKE.protocol_version
         )
-        # No subprocess behind this client: never call its kill(), only close().
-        self._process = PluginProcess(
-            reattach, channel, None, logging.getLogger("plugin.in-process")
+        self._process = _InProcessPlugin(
+            reattach, channel, logging.getLogger("plugin.in-process"), self.close, self._stopped
         )
         self.client = DevicePluginClient(self._process)
 
     async def _start(self) -> None:
+        from nomad_device.goplugin.server import build_server
         from nomad_device.goplugin.services import add_goplugin_services
         from nomad_device.plugin.servicer import register
 
-        server = grpc.aio.server()
-        await add_goplugin_services(server, None, lambda: None)
+        server = build_server()  # the production server's options, 4 MiB cap lifted
+        loop = asyncio.get_running_loop()
+
+        def on_shutdown() -> None:
+            # As a served plugin does on Shutdown: stop serving, run close().
+            self._shutdown_task = loop.create_task(self._stop())
+
+        await add_goplugin_services(server, None, on_shutdown)
         await register(self.plugin, server)
         server.add_insecure_port(f"unix:{self.address}")
         await server.start()
         self._server = server
 
     async def _stop(self) -> None:
-        if self._server is not None:
-            await self._server.stop(0.2)
-        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        from nomad_device.goplugin.server import STOP_GRACE_SECONDS
+        from nomad_device.plugin.calls import calls_of
+        from nomad_device.plugin.serve import close_plugin
+
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop(STOP_GRACE_SECONDS)
+            await close_plugin(self.plugin)
+        calls_of(self.plugin).shutdown()  # idle author threads go too
+        self._stopped.set()
+        me = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not me]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def close(self) -> None:
-        """Stop the server and the loop; idempotent."""
+        """Stop the server (running the plugin's ``close()``) and the loop; idempotent."""
         if self._closed:
             return
         self._closed = True
