@@ -26,6 +26,7 @@ from nomad_device.config import encode_config
 from nomad_device.goplugin.hclog import HclogEntry
 from nomad_device.host import CallError, Stream
 from nomad_device.plugins.example.plugin import ExampleConfig
+from nomad_device.sources import DISABLE_ENV
 
 COMMAND = [sys.executable, "-m", "nomad_device.plugins.example"]
 BAD_PERMS = 'Device has bad permissions "-rwxrwxrwx"'
@@ -38,8 +39,10 @@ Start = Callable[..., Launched]
 def example(launch: Launcher) -> Start:
     """Launch the example plugin and configure it for ``directory``."""
 
-    def start(directory: Path | str, **options: str) -> Launched:
-        launched = launch(COMMAND)
+    def start(
+        directory: Path | str, *, env: dict[str, str] | None = None, **options: str
+    ) -> Launched:
+        launched = launch(COMMAND, env=None if env is None else {**os.environ, **env})
         options.setdefault("list_period", "100ms")
         config = ExampleConfig(dir=str(directory), **options)
         launched.client.set_config(encode_config(config))
@@ -309,8 +312,9 @@ def test_file_deleted_during_stats(example: Start, tmp_path: Path) -> None:
     # Go's os.Stat error ends the Stats stream; Nomad then retries with back-off.
     touch(tmp_path / "a", content=b"aa")
     touch(tmp_path / "b", content=b"bbb")
-    # A period far longer than the test: only the stats-triggered rescan can notice.
-    launched = example(tmp_path, list_period="1h")
+    # A period far longer than the test, and no inotify: only the stats-triggered
+    # rescan can notice.
+    launched = example(tmp_path, list_period="1h", env={DISABLE_ENV: "inotify"})
     client = launched.client
     with client.fingerprint() as stream, client.stats(0.1) as stats:
         assert stream.next(10) == group(Device("a"), Device("b"))

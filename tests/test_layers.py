@@ -110,3 +110,27 @@ def test_nothing_imports_an_entry_point() -> None:
                 if name.endswith("__main__")
             )
     assert wrong == []
+
+
+def test_sources_know_no_nomad() -> None:
+    """sources/ is reusable by any program: stdlib only, and no Nomad word but the package's."""
+    import sys
+
+    for path in (SRC / "sources").glob("*.py"):
+        text = path.read_text()
+        own = text.replace("nomad_device.sources", "").replace("NOMAD_DEVICE_SOURCES_", "")
+        assert "nomad" not in own.lower(), f"{path.name} mentions Nomad"
+        for word in ("hashicorp", "DevicePlugin", "fingerprint", "go-plugin"):
+            assert word.lower() not in own.lower(), f"{path.name} mentions {word}"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                assert top in sys.stdlib_module_names or name.startswith("nomad_device.sources"), (
+                    f"{path.name} imports {name}"
+                )

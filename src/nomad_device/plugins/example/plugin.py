@@ -3,10 +3,11 @@
 This is Nomad's ``plugins/device/cmd/example`` rebuilt on the SDK, and it is
 meant to be read. :class:`FsDevicePlugin` shows the whole author API: a typed
 config with Go's exact schema, ``detect`` (what is there, and is it healthy),
-``reserve`` (how a task gets a device) and ``stats``. Everything Nomad sees
-matches the Go plugin; where Go's plugin could end a stream or lose a node's
-devices, this one reports what it can see and logs why. ``docs/plugins/example.md``
-lists every difference.
+``watch`` (an event source, so that changes are seen at once rather than at
+the next period), ``reserve`` (how a task gets a device) and ``stats``.
+Everything Nomad sees matches the Go plugin; where Go's plugin could end a
+stream or lose a node's devices, this one reports what it can see and logs
+why. ``docs/plugins/example.md`` lists every difference.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from nomad_device.model import (
     StatValue,
 )
 from nomad_device.plugin.base import DevicePlugin
+from nomad_device.sources import LISTING, Inotify, inotify
 from nomad_device.wire import hclspec
 
 __all__ = [
@@ -108,6 +110,11 @@ _PERM_STRINGS: Final = tuple(perm_string(bits) for bits in range(0o1000))
 
 # What Go's Perm().String() can ever produce; anything else never matches.
 _PERM_SHAPE: Final = re.compile(r"-[r-][w-][x-][r-][w-][x-][r-][w-][x-]")
+
+#: While the directory keeps changing, at most one rescan per this many seconds
+#: (a lone change is still seen at once): a storm of files costs a few listings,
+#: and Nomad hears of intermediate states no more than once a second.
+_STORM_DELAY: Final = 1.0
 
 # One device as reported: (ID, healthy, health description).
 Entry = tuple[str, bool, str]
@@ -244,14 +251,19 @@ def _file_stats(info: os.stat_result) -> tuple[StatValue, StatObject]:
 class FsDevicePlugin(DevicePlugin[ExampleConfig]):
     """Every file in ``dir`` is a ``nomad/file/mock`` device; mode ``unhealthy_perm`` is sick.
 
-    The SDK calls ``detect`` every ``list_period`` and tells Nomad only about
-    changes; ``reserve`` and ``stats`` run in worker threads meanwhile, so all
-    shared state is swapped under one lock and read as a consistent snapshot.
+    The SDK calls ``detect`` every ``list_period``, and at once when ``watch``
+    sees the directory change, and tells Nomad only about changes; ``reserve``
+    and ``stats`` run in worker threads meanwhile, so all shared state is
+    swapped under one lock and read as a consistent snapshot.
     """
 
     name = PLUGIN_NAME
     version = PLUGIN_VERSION
     Config = ExampleConfig
+    #: No extra wait after rescan(): the inotify source batches a burst itself
+    #: (and rescans at most once a second while one lasts), so waiting again
+    #: would only delay the lone change.
+    rescan_settle = 0.0
 
     def __init__(self) -> None:
         super().__init__()
@@ -270,6 +282,9 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         # Each collection builds a new dict and swaps it in whole, so concurrent
         # Stats streams never see one half-built.
         self._stat_cache: dict[str, tuple[tuple[int, int, int], StatValue, StatObject]] = {}
+        # The inotify source watching the directory; configure() closes it when
+        # ``dir`` changes, and watch() then opens one on the new directory.
+        self._source: Inotify | None = None
 
     # -- config ----------------------------------------------------------------
 
@@ -302,6 +317,8 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         with self._lock:
             if settings.directory != self._settings.directory:
                 self._entries, self._known, self._groups = (), frozenset(), []
+                if self._source is not None:
+                    self._source.close()  # watch() moves to the new directory
             self._settings = settings
             self.fingerprint_period = settings.period
         self.log.info(
@@ -363,6 +380,31 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         for problem in sorted(problems - self._problems):
             self.log.warning(problem, extra={"dir": directory})
         self._problems = problems
+
+    # -- events --------------------------------------------------------------------
+
+    async def watch(self) -> None:
+        """Rescan as soon as the directory's entries or modes change.
+
+        The source watches ``dir`` and, while ``dir`` is missing, its nearest
+        existing parent, so a removed and recreated directory is noticed as
+        well. A lone change is reported within milliseconds; while changes
+        keep coming, batches come at most once a second, so 10,000 new files
+        cost a handful of listings (and the SDK coalesces rescans as well).
+        Where inotify is unavailable the source logs why once and never
+        yields: ``list_period`` then does the work alone, as it bounds
+        staleness in any case.
+        """
+        while True:
+            with self._lock:
+                directory = self._settings.directory
+                source = self._source = inotify(directory, mask=LISTING, max_delay=_STORM_DELAY)
+            with source:
+                if source.available:
+                    self.rescan()  # whatever changed before the watch was in place
+                async for _batch in source:
+                    self.rescan()
+            # Closed by configure() for a new directory: watch that one instead.
 
     # -- reserve -------------------------------------------------------------------
 

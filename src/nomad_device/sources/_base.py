@@ -1,0 +1,305 @@
+"""What every event source shares: one file descriptor, three ways to read it.
+
+A source is an async iterator (for ``async def watch``), a blocking iterator
+(for a ``def watch`` running in its own thread) and a context manager that
+closes its descriptor. ``close()`` is safe from any thread and ends the
+iteration wherever it is waiting. A source whose kernel facility is
+unavailable has no descriptor: it logs why once and then waits, without
+yielding, until it is closed or cancelled, so that whoever polls anyway
+stays the only mechanism and nothing spins, raises or crashes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import select
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from types import TracebackType
+from typing import Final, Generic, Self, TypeVar
+
+__all__ = ["DISABLE_ENV", "EventSource", "disabled"]
+
+T = TypeVar("T")
+
+#: Comma-separated source kinds to treat as unavailable (``inotify``,
+#: ``uevent``, or ``all``): how tests and operators exercise the fallback.
+DISABLE_ENV: Final = "NOMAD_DEVICE_SOURCES_DISABLE"
+
+
+def disabled(kind: str) -> bool:
+    """Whether ``kind`` is switched off through :data:`DISABLE_ENV`."""
+    wanted = {part.strip() for part in os.environ.get(DISABLE_ENV, "").split(",")}
+    return kind in wanted or "all" in wanted
+
+
+class _Closed(Exception):
+    """The source was closed while a reader waited."""
+
+
+class EventSource(Generic[T]):
+    """The shared reading machinery; subclasses decode what the descriptor holds.
+
+    Subclasses call :meth:`_start` with their descriptor (or ``None`` with a
+    reason), and implement :meth:`_drain` (read what is ready, return whether
+    anything worth reporting arrived) and :meth:`_take` (the next item, or
+    ``None``). With ``settle > 0`` what arrives is gathered into one item until
+    the descriptor has been quiet for ``settle`` seconds, so a single change
+    is reported almost at once. While changes keep coming, items are at least
+    ``max_delay`` apart, and nothing waits longer than ``max_delay``: a storm
+    of any size costs at most one wake-up per ``max_delay``, however the
+    writer's pauses fall.
+
+    One reader at a time: a source is read by one task or one thread.
+    """
+
+    def __init__(self, log: logging.Logger, settle: float = 0.0, max_delay: float = 0.0) -> None:
+        if settle < 0 or max_delay < 0:
+            raise ValueError("settle and max_delay must not be negative")
+        self._log = log
+        self._settle = settle
+        self._max_delay = max(max_delay, settle)
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._fd: int | None = None
+        self._wake: int | None = None  # an eventfd: close() pokes it to free a blocked reader
+        self._poller: select.poll | None = None
+        self._readers = 0
+        self._window_closed = -1e9  # when the last gathering ended (monotonic)
+        self._waiters: dict[asyncio.Future[bool | None], asyncio.AbstractEventLoop] = {}
+
+    # -- for subclasses ---------------------------------------------------------
+
+    def _start(self, fd: int | None, unavailable: str = "") -> None:
+        """Adopt ``fd`` (non-blocking, close-on-exec), or log once why there is none."""
+        if fd is not None:
+            try:
+                self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            except OSError as exc:
+                self._close_fd(fd)
+                fd, unavailable = None, f"cannot create an eventfd: {exc.strerror or exc}"
+        if fd is None:
+            self._log.warning(unavailable)
+            return
+        assert self._wake is not None
+        self._fd = fd
+        self._poller = select.poll()
+        self._poller.register(fd, select.POLLIN)
+        self._poller.register(self._wake, select.POLLIN)
+
+    def _give_up(self, why: str) -> None:
+        """Stop reading for good (called by the reader itself); the fallback then applies."""
+        self._log.warning(why)
+        with self._lock:
+            fd, self._fd = self._fd, None
+            if self._poller is not None and fd is not None:
+                self._poller.unregister(fd)
+        if fd is not None:
+            self._close_fd(fd)
+
+    def _close_fd(self, fd: int) -> None:
+        """Close the source's descriptor (a subclass holding it in an object closes that)."""
+        os.close(fd)
+
+    @property
+    def available(self) -> bool:
+        """False when the kernel facility could not be used: only polling will see changes."""
+        return self._fd is not None
+
+    def _drain(self, fd: int) -> bool:
+        raise NotImplementedError
+
+    def _take(self) -> T | None:
+        raise NotImplementedError
+
+    def _has_item(self) -> bool:
+        raise NotImplementedError
+
+    # -- closing ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End the iteration and release the descriptor; safe from any thread, idempotent."""
+        with self._lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
+            waiters = list(self._waiters.items())
+            if self._wake is not None:
+                with contextlib.suppress(OSError):
+                    os.eventfd_write(self._wake, 1)
+            if self._readers == 0:
+                self._release()
+        for future, loop in waiters:
+            with contextlib.suppress(RuntimeError):  # that loop is closed already
+                loop.call_soon_threadsafe(_resolve, future, None)
+
+    def _release(self) -> None:
+        """Close the descriptors; with the lock held and no reader inside."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                self._close_fd(self._fd)
+        if self._wake is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._wake)
+        self._fd = self._wake = None
+        self._poller = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A source dropped without close() (``async for ...: break``) still frees its fd.
+        with contextlib.suppress(Exception):
+            self.close()
+
+    # -- reading, both ways ---------------------------------------------------------
+
+    def _enter(self) -> bool:
+        with self._lock:
+            if self._closed.is_set():
+                return False
+            self._readers += 1
+            return True
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._readers -= 1
+            if self._closed.is_set() and self._readers == 0:
+                self._release()
+
+    def _deadline(self, first: float, last: float) -> float:
+        quiet = max(last + self._settle, self._window_closed + self._max_delay)
+        return min(quiet, first + self._max_delay)
+
+    # Blocking form.
+
+    def __iter__(self) -> Iterator[T]:
+        return self
+
+    def __next__(self) -> T:
+        if not self._enter():
+            raise StopIteration
+        try:
+            return self._next_blocking()
+        except _Closed:
+            raise StopIteration from None
+        finally:
+            self._leave()
+
+    def _poll(self, timeout: float | None) -> bool:
+        """Wait for the descriptor: True when readable, False on timeout; _Closed on close."""
+        poller, fd = self._poller, self._fd
+        if poller is None or fd is None:
+            self._closed.wait(timeout)
+            if self._closed.is_set():
+                raise _Closed
+            return False
+        millis = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        ready = poller.poll(millis)
+        if self._closed.is_set():
+            raise _Closed
+        return any(ready_fd == fd for ready_fd, _ in ready)
+
+    def _next_blocking(self) -> T:
+        while True:
+            if self._has_item():
+                item = self._take()
+                if item is not None:
+                    return item
+            if not self._poll(None):
+                continue
+            if not self._read() or self._settle <= 0:
+                continue
+            first = last = time.monotonic()
+            while (left := self._deadline(first, last) - time.monotonic()) > 0:
+                if self._poll(left) and self._read():
+                    last = time.monotonic()
+            self._window_closed = time.monotonic()
+
+    def _read(self) -> bool:
+        fd = self._fd
+        return fd is not None and self._drain(fd)
+
+    # Async form.
+
+    def __aiter__(self) -> AsyncIterator[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        if not self._enter():
+            raise StopAsyncIteration
+        try:
+            return await self._next_async()
+        except _Closed:
+            raise StopAsyncIteration from None
+        finally:
+            self._leave()
+
+    async def _wait(self, timeout: float | None) -> bool:
+        """The async twin of :meth:`_poll`, through the running loop's selector."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool | None] = loop.create_future()
+        fd = self._fd
+        with self._lock:
+            self._waiters[future] = loop
+        timer: asyncio.TimerHandle | None = None
+        try:
+            if fd is not None:
+                loop.add_reader(fd, _resolve, future, True)
+            if timeout is not None:
+                timer = loop.call_later(timeout, _resolve, future, False)
+            if self._closed.is_set():
+                _resolve(future, None)
+            result = await future
+        finally:
+            if fd is not None:
+                loop.remove_reader(fd)
+            if timer is not None:
+                timer.cancel()
+            with self._lock:
+                self._waiters.pop(future, None)
+        if result is None:
+            raise _Closed
+        return result
+
+    async def _next_async(self) -> T:
+        while True:
+            if self._has_item():
+                item = self._take()
+                if item is not None:
+                    return item
+            if not await self._wait(None):
+                continue
+            if not self._read() or self._settle <= 0:
+                continue
+            first = last = time.monotonic()
+            while (left := self._deadline(first, last) - time.monotonic()) > 0:
+                if await self._wait(left) and self._read():
+                    last = time.monotonic()
+            self._window_closed = time.monotonic()
+
+
+def _resolve(future: asyncio.Future[bool | None], value: bool | None) -> None:
+    if not future.done():
+        future.set_result(value)
