@@ -131,7 +131,7 @@ def bench_scale(base: Path, nodes: int) -> None:
 
 def real_uevent_file() -> str:
     """A real device whose uevent file can be written to make the kernel announce it."""
-    for pattern in ("/sys/devices/virtual/misc/*/uevent", "/sys/devices/virtual/mem/*/uevent"):
+    for pattern in ("/sys/devices/virtual/mem/null/uevent", "/sys/devices/virtual/misc/*/uevent"):
         found = sorted(glob.glob(pattern))
         if found:
             return found[0]
