@@ -9,7 +9,7 @@ made with mknod, so this needs root):
    the first Fingerprint message (the first scan, cold caches), the cost of one
    rescan when nothing changed (in-process ``detect()``, warm caches, median of
    20), and the plugin process's resident memory after the first fingerprint.
-2. **uevent to host** (needs the SDK's event sources): a USB device is added to
+2. **uevent to host**: a USB device is added to
    (or removed from) the fake sysfs, where neither inotify nor polling can see
    it (``fingerprint_period`` is one hour), then a real kernel uevent is
    synthesised by writing ``change`` to a real device's ``uevent`` file in
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import importlib.util
 import os
 import platform
 import shutil
@@ -159,9 +158,6 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def bench_uevents(base: Path, rounds: int) -> None:
-    if importlib.util.find_spec("nomad_device.sources") is None:
-        print("uevent latency: skipped (nomad_device.sources is not installed)")
-        return
     dev, sysfs = make_tree(base / "events", 0)
     trigger = real_uevent_file()
     config = GenericConfig(
