@@ -295,17 +295,26 @@ def test_probe_failure_and_recovery(launch: Launcher, tree: FakeTree, tmp_path: 
     flag = tmp_path / "online"
     script = f'test -e {flag} || {{ echo "token not inserted"; echo more; exit 3; }}'
     probe = ProbeBlock(command=["sh", "-c", script], interval=_ms(100), timeout=_ms(5000))
-    launched = start(launch, config(hsm=DeviceBlock(paths=["/dev/hsm*"], probe=probe)), tree.env)
+    launched = start(
+        launch, config(hsm=DeviceBlock(paths=["/dev/hsm*"], probe=probe, share=2)), tree.env
+    )
+
+    def verdicts(groups: Groups) -> set[tuple[bool, str]]:
+        """One verdict for every instance: each carries its device's health."""
+        return {
+            (d.healthy, d.health_description) for d in devices(groups, "generic/hsm/hsm").values()
+        }
+
     with launched.client.fingerprint() as stream:
-        groups = wait_for(stream, lambda g: _reason(g, "generic/hsm/hsm") == "token not inserted")
+        groups = wait_for(stream, lambda g: verdicts(g) == {(False, "token not inserted")})
+        assert list(devices(groups, "generic/hsm/hsm")) == ["hsm0::0", "hsm0::1"]
         flag.touch()
-        wait_for(stream, lambda g: devices(g, "generic/hsm/hsm")["hsm0"].healthy)
+        wait_for(stream, lambda g: verdicts(g) == {(True, "")})
         flag.unlink()
-        wait_for(stream, lambda g: _reason(g, "generic/hsm/hsm") == "token not inserted")
-    assert len(groups) == 1
+        wait_for(stream, lambda g: verdicts(g) == {(False, "token not inserted")})
     with launched.client.stats(0.2) as stats:
         (stat_group,) = stats.next(15)
-    details = stat_group.instance_stats["hsm0"].stats
+    details = stat_group.instance_stats["hsm0::1"].stats
     assert details is not None
     assert details.attributes["probe_result"].string_value == "token not inserted"
     assert details.attributes["probe_duration"].unit == "ms"
@@ -489,4 +498,33 @@ def test_config_errors_name_the_block_and_field(launch: Launcher, tree: FakeTree
         launched.client.set_config(encode_config(bad))
     assert refused.value.details.startswith(
         'SetConfig failed: device "ch340": usb[0].vendor_id: "zz12" is not a USB ID in hex'
+    )
+
+
+def test_ids_survive_a_plugin_restart(launch: Launcher, tree: FakeTree) -> None:
+    tree.usb("1-1.4", 0x10C4, 0xEA60, serial="0001", tty=("ttyUSB0", 0))
+    tree.usb("1-1.2", 0x1A86, 0x7523, tty=("ttyUSB1", 1))
+    tree.char("ttyACM0", 166, 0, subsystem="tty")
+    tree.link("serial/by-id/usb-Arduino_Uno_7573-if00", "../../ttyACM0")
+    tree.char("kvm", 10, 232)
+    cfg = config(
+        usb=DeviceBlock(usb=[UsbBlock(vendor_id="10c4"), UsbBlock(vendor_id="1a86")]),
+        byid=DeviceBlock(paths=["/dev/serial/by-id/*"]),
+        kvm=DeviceBlock(paths=["/dev/kvm"], share=2),
+    )
+    seen = []
+    for _ in range(2):
+        launched = start(launch, cfg, tree.env)
+        with launched.client.fingerprint() as stream:
+            groups = stream.next(15)
+        seen.append({g.key: [d.id for d in g.devices] for g in groups})
+        launched.client.kill()
+    assert (
+        seen[0]
+        == seen[1]
+        == {
+            "generic/byid/byid": ["usb-Arduino_Uno_7573-if00"],
+            "generic/kvm/kvm": ["kvm::0", "kvm::1"],
+            "generic/usb/usb": ["1a86:7523@1-1.2", "10c4:ea60:0001"],  # natural order
+        }
     )
