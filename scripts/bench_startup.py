@@ -14,12 +14,11 @@ server) and the floor plus protobuf's runtime, grpc_health and the SDK's
 generated modules, which any plugin with Nomad's services loads.
 "anon" is the resident memory that is the process's own (RssAnon); the rest is
 file pages (interpreter, grpcio's library, OpenSSL) shared with every other
-process that maps them. How many of grpcio's 17 MB library a process maps
-depends on the page cache: when all of it is cached (just installed or
-unpacked) the kernel maps about 3.7 MiB more at start than once unused pages
-have aged out, so after the warm-up this drops the cached pages of every
-grpcio library the subjects load, and all of them start from the same state.
-Run:
+process that maps them. How much of grpcio's 17 MB library a launch maps
+depends on how its pages sit in the page cache (in a virtualenv installed
+minutes before, 3.7 MiB more than later), so after the warm-up this drops the
+cached pages of every grpcio library the subjects load, and all of them start
+from the same state. Run:
 
     .venv/bin/python scripts/bench_startup.py [--launches 20] [--first-launches 5]
 
