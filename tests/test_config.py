@@ -366,3 +366,34 @@ def test_field_metadata_is_respected_for_decoding() -> None:
     assert config_spec(Renamed).attributes.keys() == {"the-value"}
     assert decode_config(Renamed, msgpack.packb({"the-value": 9})) == Renamed(9)
     assert dataclasses.asdict(decode_config(Renamed, b"")) == {"value": 1}
+
+
+@dataclass
+class WithLabels:
+    labels: dict[str, str] = field(default_factory=dict, metadata={"hcl_block": True})
+
+
+def test_hcl_block_maps_are_block_attrs_that_an_agent_file_can_set() -> None:
+    from nomad_device.cli import hclconfig
+    from nomad_device.wire.hcldec import compile_spec, decode, encode
+    from nomad_device.wire.hclspec import BlockAttrs
+
+    spec = config_spec(WithLabels)
+    assert spec == Object({"labels": BlockAttrs("labels", "string", False)})
+    assert decode_config(WithLabels, b"").labels == {}
+    text = 'plugin "p" {\n  config {\n    labels {\n      tier = "gold"\n    }\n  }\n}\n'
+    block = hclconfig.parse_agent_text(text, "agent.hcl").select(["p"], None)
+    decoded = decode(compile_spec(spec), block.config)
+    assert decoded.ok, [d.render("agent.hcl") for d in decoded.diagnostics]
+    assert decode_config(WithLabels, encode(decoded)).labels == {"tier": "gold"}
+    round_trip = encode_config(WithLabels({"a": "b"}))
+    assert decode_config(WithLabels, round_trip) == WithLabels({"a": "b"})
+
+
+def test_hcl_block_needs_a_map_field() -> None:
+    @dataclass
+    class Wrong:
+        tags: list[str] = field(default_factory=list, metadata={"hcl_block": True})
+
+    with pytest.raises(TypeError, match="needs a dict"):
+        config_spec(Wrong)

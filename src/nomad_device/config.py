@@ -25,6 +25,10 @@ Field mapping:
 - a default becomes ``Default(Attr(...), Literal(...))``; no default makes the
   attribute required; ``X | None`` makes it optional (null when absent).
 - ``field(metadata={"hcl": "other_name"})`` renames the HCL key.
+- ``field(metadata={"hcl_block": True})`` on a ``dict[str, T]`` field makes it a
+  ``BlockAttrs``, written ``env { KEY = "value" }``. Use it for maps an operator
+  sets in a Nomad agent file: the agent reads ``env = { ... }`` as a list holding
+  one object, which no map attribute accepts.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ __all__ = ["ConfigError", "config_spec", "decode_config", "encode_config"]
 T = TypeVar("T")
 
 _HCL_NAME_KEY: Final = "hcl"
+_HCL_BLOCK_KEY: Final = "hcl_block"
 
 
 class ConfigError(ValueError):
@@ -236,7 +241,7 @@ class _Field:
 
     py_name: str
     hcl_name: str
-    kind: str  # "attr", "block", "block_list" or "block_map"
+    kind: str  # "attr", "block_attrs", "block", "block_list" or "block_map"
     conv: _Conv | None  # attributes only
     nested: type | None  # blocks only
     optional: bool
@@ -359,6 +364,10 @@ def _build_field(
             hclspec.hcl_literal(conv.to_plain(default()))
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{where}: default cannot be written in HCL: {exc}") from None
+    if f.metadata.get(_HCL_BLOCK_KEY):
+        if not isinstance(conv, _MapOf):
+            raise TypeError(f"{where}: metadata['hcl_block'] needs a dict[str, T] field")
+        return _Field(f.name, hcl_name, "block_attrs", conv, None, optional, default)
     return _Field(f.name, hcl_name, "attr", conv, None, optional, default)
 
 
@@ -372,6 +381,9 @@ def _field_spec(fp: _Field) -> hclspec.Spec:
                 literal = hclspec.Literal(hclspec.hcl_literal(conv.to_plain(value)))
                 return hclspec.Default(primary, literal)
         return hclspec.Attr(fp.hcl_name, conv.type_expr(), fp.required)
+    if fp.kind == "block_attrs":
+        element = cast(_MapOf, fp.conv).inner.type_expr()
+        return hclspec.BlockAttrs(fp.hcl_name, element, fp.required)
     nested_spec = _plan(cast(type, fp.nested)).spec
     if fp.kind == "block":
         return hclspec.Block(fp.hcl_name, nested_spec, fp.required)
@@ -430,7 +442,7 @@ def _decode_field(fp: _Field, raw: object, parent: cty.Path) -> object:
             return {}
         noun = "attribute" if fp.kind == "attr" else "block"
         raise ConfigError(path, f"missing required {noun}")
-    if fp.kind == "attr":
+    if fp.kind in ("attr", "block_attrs"):
         return cast(_Conv, fp.conv).decode(raw, path)
     nested = _plan(cast(type, fp.nested))
     if fp.kind == "block":
@@ -459,7 +471,7 @@ def _plain_object(plan: _Plan, obj: object) -> dict[str, object]:
         value = getattr(obj, fp.py_name)
         if value is None:
             out[fp.hcl_name] = {"block_list": [], "block_map": {}}.get(fp.kind)
-        elif fp.kind == "attr":
+        elif fp.kind in ("attr", "block_attrs"):
             out[fp.hcl_name] = cast(_Conv, fp.conv).to_plain(value)
         else:
             nested = _plan(cast(type, fp.nested))

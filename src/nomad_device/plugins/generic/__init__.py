@@ -1,0 +1,29 @@
+"""nomad-device-generic: ``/dev`` nodes and USB devices as Nomad devices, configured in HCL.
+
+Installed as the console script ``nomad-device-generic``;
+``docs/plugins/generic.md`` covers configuration, job ``device`` blocks for
+the exec and docker drivers, health, identity and how it compares with
+squat/generic-device-plugin and Nomad's USB plugin.
+
+Modules by role: :mod:`.config` (the schema and its validation),
+:mod:`.roots` (``/dev`` and ``/sys``, overridable for tests),
+:mod:`.sysfs` and :mod:`.discovery` (finding devices), :mod:`.health`
+(node checks and probes), :mod:`.inventory` (groups), :mod:`.reservation`,
+:mod:`.stats`, and :mod:`.plugin`, which ties them together.
+"""
+
+from nomad_device.plugins.generic.config import DeviceBlock, GenericConfig, ProbeBlock, UsbBlock
+from nomad_device.plugins.generic.plugin import PLUGIN_NAME, GenericDevicePlugin
+from nomad_device.plugins.generic.roots import ENV_DEV_ROOT, ENV_SYS_ROOT, Roots
+
+__all__ = [
+    "ENV_DEV_ROOT",
+    "ENV_SYS_ROOT",
+    "PLUGIN_NAME",
+    "DeviceBlock",
+    "GenericConfig",
+    "GenericDevicePlugin",
+    "ProbeBlock",
+    "Roots",
+    "UsbBlock",
+]

@@ -1,0 +1,404 @@
+"""The ``config { ... }`` block of nomad-device-generic, and its validation.
+
+The operator writes one labelled ``device "<label>" { ... }`` block per kind of
+device. The dataclasses below are the schema Nomad shows and decodes against
+(through :mod:`nomad_device.config`); :func:`settings_from` checks what the
+schema cannot (hex IDs, permission letters, clashing groups) and turns the
+blocks into :class:`Kind` values the scanning code uses. Every message names
+the block and the field, as in ``device "kvm": permissions: "rwx" is not a
+subset of "rwm"``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Final
+
+from nomad_device.errors import InvalidArgument
+from nomad_device.model import UNITS, Attribute
+
+__all__ = [
+    "DEFAULT_VENDOR",
+    "DeviceBlock",
+    "GenericConfig",
+    "Kind",
+    "ProbeBlock",
+    "ProbeSpec",
+    "Settings",
+    "UsbBlock",
+    "UsbMatcher",
+    "env_prefix",
+    "format_config_path",
+    "parse_attribute",
+    "settings_from",
+]
+
+#: The group vendor when a block does not set one: jobs ask ``device "generic/kvm"``.
+DEFAULT_VENDOR: Final = "generic"
+#: The letters of a device cgroup rule: read, write, mknod.
+CGROUP_LETTERS: Final = "rwm"
+#: More instances than this per device is a typo, not a plan.
+MAX_SHARE: Final = 10_000
+
+
+@dataclass(frozen=True)
+class UsbBlock:
+    """``usb { ... }``: a USB device matches when every given field matches.
+
+    IDs are hex, as ``lsusb`` prints them (``1a86``); strings compare exactly.
+    """
+
+    vendor_id: str = ""
+    product_id: str = ""
+    serial: str = ""
+    manufacturer: str = ""
+    product: str = ""
+
+
+@dataclass(frozen=True)
+class ProbeBlock:
+    """``probe { ... }``: a command whose exit status is the device's health."""
+
+    command: list[str]
+    timeout: timedelta = timedelta(seconds=5)
+    interval: timedelta = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class DeviceBlock:
+    """``device "<label>" { ... }``: one kind of device, one group in Nomad."""
+
+    vendor: str = DEFAULT_VENDOR
+    type: str | None = None
+    name: str | None = None
+    paths: list[str] = field(default_factory=list)
+    usb: list[UsbBlock] = field(default_factory=list)
+    share: int = 1
+    permissions: str = "rw"
+    task_path: str | None = None
+    # Blocks (``env { KEY = "value" }``), not map attributes: a Nomad agent file
+    # reads ``env = { ... }`` as a list holding one object.
+    env: dict[str, str] = field(default_factory=dict, metadata={"hcl_block": True})
+    attributes: dict[str, str] = field(default_factory=dict, metadata={"hcl_block": True})
+    probe: ProbeBlock | None = None
+    group_per_device: bool = False
+
+
+@dataclass(frozen=True)
+class GenericConfig:
+    """The plugin's ``config`` block."""
+
+    device: dict[str, DeviceBlock] = field(default_factory=dict)
+    fingerprint_period: timedelta = timedelta(seconds=30)
+    vanished_grace: timedelta = timedelta(minutes=5)
+
+
+# ----------------------------------------------------------------- validated form
+
+
+@dataclass(frozen=True)
+class UsbMatcher:
+    """A validated ``usb`` block; ``None`` fields match anything."""
+
+    vendor_id: int | None
+    product_id: int | None
+    serial: str | None
+    manufacturer: str | None
+    product: str | None
+
+    def matches(
+        self, vendor_id: int, product_id: int, serial: str, manufacturer: str, product: str
+    ) -> bool:
+        return (
+            (self.vendor_id is None or self.vendor_id == vendor_id)
+            and (self.product_id is None or self.product_id == product_id)
+            and (self.serial is None or self.serial == serial)
+            and (self.manufacturer is None or self.manufacturer == manufacturer)
+            and (self.product is None or self.product == product)
+        )
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    command: tuple[str, ...]
+    timeout: float
+    interval: float
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One validated device block."""
+
+    label: str
+    vendor: str
+    type: str
+    name: str
+    paths: tuple[str, ...]
+    usb: tuple[UsbMatcher, ...]
+    share: int
+    permissions: str
+    task_path: str | None
+    env: Mapping[str, str]
+    attributes: Mapping[str, Attribute]
+    probe: ProbeSpec | None
+    group_per_device: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.vendor}/{self.type}/{self.name}"
+
+    @property
+    def env_prefix(self) -> str:
+        return env_prefix(self.label)
+
+
+@dataclass(frozen=True)
+class Settings:
+    kinds: tuple[Kind, ...]
+    period: float
+    vanished_grace: float
+
+
+# ----------------------------------------------------------------------- helpers
+
+_HEX_ID: Final = re.compile(r"(?:0[xX])?([0-9a-fA-F]{1,4})")
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NOT_ENV: Final = re.compile(r"[^A-Za-z0-9]+")
+_INT: Final = re.compile(r"[+-]?[0-9]+")
+_FLOAT: Final = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_GO_BOOLS: Final = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False),
+}
+# Longest first, as Nomad tries them: "MiB/s" before "B/s"-less "MiB".
+_UNITS_BY_LENGTH: Final = tuple(sorted(UNITS, key=lambda u: (-len(u), u)))
+_INT64: Final = 1 << 63
+
+
+def env_prefix(label: str) -> str:
+    """``GENERIC_USB_SERIAL_`` for the block ``device "usb-serial"``."""
+    return f"GENERIC_{_NOT_ENV.sub('_', label).strip('_').upper()}_"
+
+
+def format_config_path(path: Sequence[str | int]) -> str:
+    """``device "kvm": probe.timeout`` for the path (device, kvm, probe, timeout)."""
+    if len(path) >= 2 and path[0] == "device" and isinstance(path[1], str):
+        rest = _dotted(path[2:])
+        return f"device {_q(path[1])}" + (f": {rest}" if rest else "")
+    return _dotted(path) or "config"
+
+
+def _dotted(path: Sequence[str | int]) -> str:
+    out = ""
+    for step in path:
+        if isinstance(step, int):
+            out += f"[{step}]"
+        else:
+            out += f".{step}" if out else step
+    return out
+
+
+def _q(text: str) -> str:
+    """A value quoted as HCL would print it."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def parse_attribute(text: str) -> Attribute:
+    """A static attribute, read as Nomad reads attribute strings.
+
+    ``"4 GiB"`` is the integer 4 in GiB, ``"1.5"`` a float, ``"true"`` a bool;
+    anything else stays a string. Units are the ones Nomad compares (longest
+    suffix first, as Nomad matches them). Infinities and NaN stay strings: they
+    compare with nothing.
+    """
+    unit = ""
+    numeric = text
+    if text and text[-1].isalpha():
+        for candidate in _UNITS_BY_LENGTH:
+            if text.endswith(candidate):
+                unit = candidate
+                numeric = text[: -len(candidate)].strip()
+                break
+    if _INT.fullmatch(numeric):
+        value = int(numeric)
+        if -_INT64 <= value < _INT64:
+            return Attribute(value, unit)
+    if _FLOAT.fullmatch(numeric):
+        number = float(numeric)
+        if math.isfinite(number):
+            return Attribute(number, unit)
+    if text in _GO_BOOLS:
+        return Attribute(_GO_BOOLS[text])
+    return Attribute(text)
+
+
+class _Problems:
+    """Collects every problem in the config, so one SetConfig reports them all."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, label: str, where: str, problem: str) -> None:
+        path = format_config_path(("device", label, *([where] if where else [])))
+        self.items.append(f"{path}: {problem}")
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise InvalidArgument("; ".join(self.items))
+
+
+def _usb_id(raw: str, label: str, where: str, problems: _Problems) -> int | None:
+    if raw == "":
+        return None
+    found = _HEX_ID.fullmatch(raw)
+    if found is None:
+        problems.add(
+            label,
+            where,
+            f'{_q(raw)} is not a USB ID in hex as lsusb prints it (four hex digits, e.g. "1a86")',
+        )
+        return None
+    return int(found.group(1), 16)
+
+
+def _seconds(delta: timedelta) -> float:
+    return delta.total_seconds()
+
+
+def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
+    if not label.strip():
+        problems.add(label, "", "the label must not be empty")
+    vendor = block.vendor
+    if not vendor:
+        problems.add(label, "vendor", "must not be empty")
+    elif "/" in vendor:
+        problems.add(label, "vendor", f"{_q(vendor)} must not contain /")
+    dtype = label if block.type is None else block.type
+    source = " (taken from the block's label; set type)" if block.type is None else ""
+    if not dtype:
+        problems.add(label, "type", "must not be empty")
+    elif "/" in dtype:
+        problems.add(label, "type", f"{_q(dtype)} must not contain /{source}")
+    name = label if block.name is None else block.name
+    if not name:
+        problems.add(label, "name", "must not be empty")
+
+    if not block.paths and not block.usb:
+        problems.add(label, "", "give paths, usb blocks, or both: this block matches nothing")
+    for i, pattern in enumerate(block.paths):
+        if not pattern.startswith("/"):
+            problems.add(label, f"paths[{i}]", f"{_q(pattern)} is not an absolute path")
+        elif "\x00" in pattern:
+            problems.add(label, f"paths[{i}]", "must not contain a NUL character")
+
+    matchers: list[UsbMatcher] = []
+    for i, usb in enumerate(block.usb):
+        where = f"usb[{i}]"
+        vendor_id = _usb_id(usb.vendor_id, label, f"{where}.vendor_id", problems)
+        product_id = _usb_id(usb.product_id, label, f"{where}.product_id", problems)
+        given = [usb.vendor_id, usb.product_id, usb.serial, usb.manufacturer, usb.product]
+        if not any(given):
+            problems.add(
+                label,
+                where,
+                "set at least one of vendor_id, product_id, serial, manufacturer, product",
+            )
+        matchers.append(
+            UsbMatcher(
+                vendor_id,
+                product_id,
+                usb.serial or None,
+                usb.manufacturer or None,
+                usb.product or None,
+            )
+        )
+
+    if block.share < 1:
+        problems.add(label, "share", f"must be at least 1, got {block.share}")
+    elif block.share > MAX_SHARE:
+        problems.add(label, "share", f"must be at most {MAX_SHARE}, got {block.share}")
+
+    letters = block.permissions
+    if not letters:
+        problems.add(label, "permissions", '"" grants nothing; use letters of "rwm", e.g. "rw"')
+    elif not set(letters) <= set(CGROUP_LETTERS):
+        problems.add(label, "permissions", f"{_q(letters)} is not a subset of {_q(CGROUP_LETTERS)}")
+    permissions = "".join(c for c in CGROUP_LETTERS if c in letters)
+
+    if block.task_path is not None and not block.task_path.startswith("/"):
+        problems.add(label, "task_path", f"{_q(block.task_path)} is not an absolute path")
+
+    for key in block.env:
+        if not _ENV_NAME.fullmatch(key):
+            problems.add(label, "env", f"{_q(key)} is not a valid environment variable name")
+    attributes: dict[str, Attribute] = {}
+    for key, text in block.attributes.items():
+        if not key:
+            problems.add(label, "attributes", "an attribute name must not be empty")
+        attributes[key] = parse_attribute(text)
+
+    probe: ProbeSpec | None = None
+    if block.probe is not None:
+        command = tuple(block.probe.command)
+        if not command or not command[0]:
+            problems.add(label, "probe.command", "must name a program to run")
+        timeout, interval = _seconds(block.probe.timeout), _seconds(block.probe.interval)
+        if timeout <= 0:
+            problems.add(label, "probe.timeout", "must be greater than zero")
+        if interval <= 0:
+            problems.add(label, "probe.interval", "must be greater than zero")
+        probe = ProbeSpec(command, timeout, interval)
+
+    return Kind(
+        label=label,
+        vendor=vendor,
+        type=dtype,
+        name=name,
+        paths=tuple(block.paths),
+        usb=tuple(matchers),
+        share=block.share,
+        permissions=permissions,
+        task_path=block.task_path,
+        env=dict(block.env),
+        attributes=attributes,
+        probe=probe,
+        group_per_device=block.group_per_device,
+    )
+
+
+def settings_from(config: GenericConfig) -> Settings:
+    """Validate the decoded config; raise :class:`InvalidArgument` listing every problem."""
+    problems = _Problems()
+    kinds = [_kind(label, block, problems) for label, block in sorted(config.device.items())]
+    groups: dict[str, str] = {}
+    prefixes: dict[str, str] = {}
+    for kind in kinds:
+        other = groups.setdefault(kind.key, kind.label)
+        if other != kind.label:
+            problems.add(
+                kind.label,
+                "",
+                f"its group {_q(kind.key)} is already the group of device {_q(other)};"
+                " set type or name to tell them apart",
+            )
+        other = prefixes.setdefault(kind.env_prefix, kind.label)
+        if other != kind.label:
+            problems.add(
+                kind.label,
+                "",
+                f"its environment variables ({kind.env_prefix}*) would be those of"
+                f" device {_q(other)}; choose labels that differ in more than punctuation",
+            )
+    period = _seconds(config.fingerprint_period)
+    if period <= 0:
+        problems.items.append("fingerprint_period: must be greater than zero")
+    grace = _seconds(config.vanished_grace)
+    if grace < 0:
+        problems.items.append("vanished_grace: must not be negative")
+    problems.raise_if_any()
+    return Settings(tuple(kinds), period, grace)

@@ -1,0 +1,417 @@
+"""Finding the devices each block describes: ``/dev`` globs and USB devices in sysfs.
+
+A scan is a pure function of the config and what is under the roots now; it
+remembers nothing between calls except a cache of sysfs lookups. Health,
+probes and the vanished-device policy are layered on top by the plugin.
+
+**Identity.** Device IDs must survive plugin restarts and, for USB, replugging:
+
+- a glob match is named by its path below the pattern's fixed directory:
+  ``/dev/loop*`` gives ``loop0``, ``/dev/serial/by-id/*`` gives the link's own
+  name (``usb-FTDI_FT232R_USB_UART_A10K1X2B-if00-port0``), ``/dev/bus/usb/*/*``
+  gives ``001/004``; a pattern without wildcards (``/dev/net/tun``) gives the
+  file name (``tun``). Should two matches get the same name, both are named by
+  their path under ``/dev`` instead (``a/x``, ``b/x``);
+- a USB device is ``vvvv:pppp:<serial>`` (``10c4:ea60:0001``) when it has a
+  serial no other plugged-in device of that model shares, else
+  ``vvvv:pppp@<port path>`` (``1a86:7523@1-1.4``): the sysfs name of the port
+  it is plugged into, which does not change when it is replugged there.
+  Bus and device numbers (``/dev/bus/usb/001/004``) are enumeration order and
+  are never part of an ID.
+
+**Claims.** A node, or a USB device, matched by several blocks belongs to the
+block whose label sorts first; the others do not offer it (Nomad would
+otherwise give one device to two tasks). The scan reports such overlaps for the
+log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import glob
+import os
+import re
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from nomad_device.model import Attribute
+from nomad_device.plugins.generic.config import Kind
+from nomad_device.plugins.generic.roots import Roots
+from nomad_device.plugins.generic.sysfs import (
+    SysfsCache,
+    UsbDevice,
+    UsbNode,
+    usb_devices,
+    usb_nodes,
+)
+
+__all__ = ["Found", "Node", "ScanResult", "Scanner", "id_base", "natural_key", "size_attribute"]
+
+_MAGIC: Final = re.compile(r"[*?[]")
+_SERIAL_SAFE: Final = re.compile(r"[^A-Za-z0-9._+-]+")
+_DIGITS: Final = re.compile(r"(\d+)")
+_BINARY_UNITS: Final = (("EiB", 1 << 60), ("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30))
+_BINARY_UNITS_SMALL: Final = (("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def natural_key(text: str) -> tuple[object, ...]:
+    """``loop2`` before ``loop10``."""
+    return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(text))
+
+
+def size_attribute(size: int) -> Attribute:
+    """A size in a unit Nomad compares: the largest binary unit that holds it exactly.
+
+    Nomad has no plain byte unit; a size that is no whole number of KiB (an odd
+    count of 512-byte sectors) is given as a fraction of KiB, which is exact.
+    """
+    for unit, multiple in (*_BINARY_UNITS, *_BINARY_UNITS_SMALL):
+        if size and size % multiple == 0:
+            return Attribute(size // multiple, unit)
+    if size % 1024 == 0:
+        return Attribute(size // 1024, "KiB")
+    return Attribute(size / 1024, "KiB")
+
+
+@dataclass(frozen=True)
+class Node:
+    """One filesystem path a device brings.
+
+    ``path`` is where it was found (under the dev root, a symlink for by-id
+    matches), ``resolved`` the real node behind it, which is what a task driver
+    is given (libcontainer refuses symlinks), and ``task_path`` where the task
+    sees it by default: the ``/dev/...`` name it was matched by.
+    """
+
+    path: str
+    resolved: str
+    task_path: str
+    kind: str  # char, block, file, directory, socket, fifo, other, missing
+    major: int = -1
+    minor: int = -1
+    expect: tuple[str, int, int] | None = None  # what sysfs says the node must be
+    known: bool | None = None  # whether sysfs has a device with these numbers (None: no index)
+    stamp: object = None  # inode and ctime: a node made anew has new ones
+
+    @property
+    def is_device(self) -> bool:
+        return self.kind in ("char", "block")
+
+
+@dataclass(frozen=True)
+class Found:
+    """One physical device of one block, as the scan saw it."""
+
+    label: str
+    id: str
+    source: str  # "path" or "usb"
+    nodes: tuple[Node, ...]  # the primary node first
+    attributes: Mapping[str, Attribute] = field(default_factory=dict)
+    pci_bus_id: str | None = None
+    size_bytes: int | None = None
+    usb_speed: float | None = None
+    usb_authorized: bool = True
+    usb_port: str | None = None
+
+
+@dataclass
+class ScanResult:
+    found: dict[str, list[Found]]  # by block label, in natural ID order
+    empty_patterns: set[tuple[str, str]]  # (label, pattern) matching nothing
+    notes: set[str]  # overlaps and ambiguities, for the log
+
+
+_KIND_OF_MODE: Final = (
+    (stat.S_ISCHR, "char"),
+    (stat.S_ISBLK, "block"),
+    (stat.S_ISREG, "file"),
+    (stat.S_ISDIR, "directory"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISFIFO, "fifo"),
+)
+
+
+def kind_of(mode: int) -> str:
+    for test, name in _KIND_OF_MODE:
+        if test(mode):
+            return name
+    return "other"
+
+
+def id_base(pattern: str) -> str | None:
+    """The fixed directory of a glob (``/dev/serial/by-id``), None without wildcards."""
+    parts = pattern.split("/")
+    for i, part in enumerate(parts):
+        if _MAGIC.search(part):
+            return "/".join(parts[:i]) or "/"
+    return None
+
+
+def _path_id(pattern: str, canonical: str, base: str | None = "") -> str:
+    """The ID of a match: its path below ``base``, the pattern's fixed directory."""
+    if base == "":
+        base = id_base(pattern)
+    if base is None:
+        return os.path.basename(canonical) or canonical
+    prefix = base.rstrip("/") + "/"
+    if canonical.startswith(prefix):
+        return canonical[len(prefix) :]
+    return os.path.relpath(canonical, base)
+
+
+def _fallback_id(canonical: str) -> str:
+    return canonical[len("/dev/") :] if canonical.startswith("/dev/") else canonical.lstrip("/")
+
+
+class Scanner:
+    """Runs scans under one pair of roots, keeping sysfs lookups between them."""
+
+    def __init__(self, roots: Roots) -> None:
+        self.roots = roots
+        self.sysfs = SysfsCache(roots)
+
+    # -- nodes ---------------------------------------------------------------------
+
+    def inspect(self, real: str, task_path: str, resolved_dirs: dict[str, str]) -> Node:
+        """Stat one path; a dangling symlink or vanished file is ``missing``."""
+        try:
+            lst = os.lstat(real)
+        except OSError:
+            return Node(real, real, task_path, "missing")
+        if stat.S_ISLNK(lst.st_mode):
+            resolved = os.path.realpath(real)
+            try:
+                st = os.stat(real)
+            except OSError:
+                return Node(real, resolved, task_path, "missing")
+        else:
+            directory, name = os.path.split(real)
+            parent = resolved_dirs.get(directory)
+            if parent is None:
+                parent = resolved_dirs[directory] = os.path.realpath(directory)
+            resolved, st = f"{parent.rstrip('/')}/{name}", lst
+        kind = kind_of(st.st_mode)
+        if kind in ("char", "block"):
+            rdev, stamp = st.st_rdev, (st.st_ino, st.st_ctime_ns)
+            return Node(
+                real, resolved, task_path, kind, os.major(rdev), os.minor(rdev), stamp=stamp
+            )
+        return Node(real, resolved, task_path, kind)
+
+    # -- one block ---------------------------------------------------------------------
+
+    def _glob(self, pattern: str) -> list[str]:
+        real = self.roots.real(pattern)
+        if real != pattern:
+            fixed = self.roots.dev
+            real = glob.escape(fixed) + real[len(fixed) :]
+        return sorted(glob.glob(real))
+
+    def _path_devices(
+        self, kind: Kind, empty: set[tuple[str, str]], dirs: dict[str, str]
+    ) -> list[Found]:
+        """One device per matched path, the same node matched twice counted once
+        (named by a symlink's name when one of the matches is a symlink)."""
+        by_node: dict[str, tuple[bool, Found]] = {}
+        for pattern in kind.paths:
+            base = id_base(pattern)
+            matches = self._glob(pattern)
+            if not matches:
+                empty.add((kind.label, pattern))
+            for real in matches:
+                canonical = self.roots.canonical(real)
+                node = self.inspect(real, canonical, dirs)
+                is_link = node.path != node.resolved and os.path.islink(real)
+                found = self._path_found(kind, _path_id(pattern, canonical, base), node)
+                previous = by_node.get(node.resolved)
+                if previous is None or (is_link and not previous[0]):
+                    by_node[node.resolved] = (is_link, found)
+        return [found for _, found in by_node.values()]
+
+    def _path_found(self, kind: Kind, device_id: str, node: Node) -> Found:
+        if not node.is_device:
+            return Found(kind.label, device_id, "path", (node,))
+        attributes: dict[str, Attribute] = {
+            "major": Attribute(node.major),
+            "minor": Attribute(node.minor),
+        }
+        info = self.sysfs.lookup(node.kind, node.major, node.minor, node.stamp)
+        if self.sysfs.has_index(node.kind):
+            node = Node(
+                node.path, node.resolved, node.task_path, node.kind, node.major, node.minor,
+                None, info is not None, node.stamp,
+            )  # fmt: skip
+        size = None
+        usb = None
+        pci = None
+        if info is not None:
+            pci = info.pci_bus_id
+            usb = info.usb
+            if info.subsystem:
+                attributes["subsystem"] = Attribute(info.subsystem)
+            if node.kind == "block":
+                size = self.sysfs.block_size(info)
+                if size is not None:
+                    attributes["size"] = size_attribute(size)
+        if usb is not None:
+            attributes.update(_usb_attributes(usb))
+        return Found(
+            kind.label,
+            device_id,
+            "path",
+            (node,),
+            attributes,
+            pci,
+            size,
+            usb.speed if usb else None,
+            usb.authorized if usb else True,
+            usb.sysname if usb else None,
+        )
+
+    def _usb_found(self, kind: Kind, device_id: str, device: UsbDevice) -> Found:
+        nodes = usb_nodes(device)
+        # The interfaces' nodes (tty, hidraw, video...) are what programs open;
+        # the bus node (/dev/bus/usb/BBB/DDD, libusb's) comes last.
+        ordered = [n for n in nodes if not n.devname.startswith("bus/usb/")]
+        ordered += [n for n in nodes if n.devname.startswith("bus/usb/")]
+        sizes = (self._usb_block_size(n) for n in ordered if n.kind == "block")
+        size = next((s for s in sizes if s is not None), None)
+        attributes = _usb_attributes(device)
+        if size is not None:
+            attributes["size"] = size_attribute(size)
+        return Found(
+            kind.label,
+            device_id,
+            "usb",
+            tuple(self._usb_node(n) for n in ordered),
+            attributes,
+            self.sysfs.pci_bus_id(device.syspath),
+            size,
+            device.speed,
+            device.authorized,
+            device.sysname,
+        )
+
+    def _usb_node(self, usb_node: UsbNode) -> Node:
+        real = self.roots.devname(usb_node.devname)
+        node = self.inspect(real, f"/dev/{usb_node.devname}", {})
+        return dataclasses.replace(node, expect=(usb_node.kind, usb_node.major, usb_node.minor))
+
+    def _usb_block_size(self, usb_node: UsbNode) -> int | None:
+        info = self.sysfs.lookup("block", usb_node.major, usb_node.minor)
+        return None if info is None else self.sysfs.block_size(info)
+
+    # -- everything ------------------------------------------------------------------------
+
+    def scan(self, kinds: Sequence[Kind]) -> ScanResult:
+        self.sysfs.new_scan()
+        empty: set[tuple[str, str]] = set()
+        notes: set[str] = set()
+        dirs: dict[str, str] = {}
+        usb = usb_devices(self.roots) if any(k.usb for k in kinds) else []
+        usb_ids = _usb_ids(usb, notes)
+        claimed_nodes: dict[str, str] = {}
+        claimed_usb: dict[str, str] = {}
+        ids: dict[str, str] = {}
+        result: dict[str, list[Found]] = {}
+        for kind in sorted(kinds, key=lambda k: k.label):
+            candidates = self._path_devices(kind, empty, dirs)
+            for device in usb:
+                if any(m.matches(*_usb_key(device)) for m in kind.usb):
+                    candidates.append(self._usb_found(kind, usb_ids[device.syspath], device))
+            kept = []
+            for found in _unique_ids(candidates):
+                owner = _claim(found, kind.label, claimed_nodes, claimed_usb)
+                if owner is not None:
+                    notes.add(
+                        f'device {found.id!r} matches both device "{owner}" and device'
+                        f' "{kind.label}"; only device "{owner}" offers it'
+                    )
+                    continue
+                other = ids.setdefault(found.id, kind.label)
+                if other != kind.label:
+                    notes.add(
+                        f'device ID {found.id!r} of device "{kind.label}" is already used'
+                        f' by device "{other}"; it is left out'
+                    )
+                    continue
+                kept.append(found)
+            kept.sort(key=lambda f: natural_key(f.id))
+            result[kind.label] = kept
+        return ScanResult(result, empty, notes)
+
+
+def _usb_key(device: UsbDevice) -> tuple[int, int, str, str, str]:
+    return (device.vendor_id, device.product_id, device.serial, device.manufacturer, device.product)
+
+
+def _usb_attributes(device: UsbDevice) -> dict[str, Attribute]:
+    attributes = {
+        "usb_vendor_id": Attribute(device.vendor_id),
+        "usb_product_id": Attribute(device.product_id),
+    }
+    for name, value in (
+        ("usb_manufacturer", device.manufacturer),
+        ("usb_product", device.product),
+        ("usb_serial", device.serial),
+    ):
+        if value:
+            attributes[name] = Attribute(value)
+    return attributes
+
+
+def _usb_ids(devices: Iterable[UsbDevice], notes: set[str]) -> dict[str, str]:
+    """Serial-based IDs where the serial tells devices apart, port-based otherwise."""
+    devices = list(devices)
+    seen: dict[tuple[int, int, str], int] = {}
+    for device in devices:
+        serial = _SERIAL_SAFE.sub("_", device.serial).strip("_")
+        if serial:
+            key = (device.vendor_id, device.product_id, serial)
+            seen[key] = seen.get(key, 0) + 1
+    ids: dict[str, str] = {}
+    for device in devices:
+        model = f"{device.vendor_id:04x}:{device.product_id:04x}"
+        serial = _SERIAL_SAFE.sub("_", device.serial).strip("_")
+        if serial and seen[(device.vendor_id, device.product_id, serial)] == 1:
+            ids[device.syspath] = f"{model}:{serial}"
+        else:
+            if serial:
+                notes.add(
+                    f"USB devices {model} share the serial {device.serial!r}; they are"
+                    " named by the port they are plugged into"
+                )
+            ids[device.syspath] = f"{model}@{device.sysname}"
+    return ids
+
+
+def _unique_ids(candidates: list[Found]) -> list[Found]:
+    """Path matches that would share an ID are named by their path under /dev."""
+    counts: dict[str, int] = {}
+    for found in candidates:
+        counts[found.id] = counts.get(found.id, 0) + 1
+    out = []
+    for found in candidates:
+        if counts[found.id] > 1 and found.source == "path":
+            found = dataclasses.replace(found, id=_fallback_id(found.nodes[0].task_path))
+        out.append(found)
+    return out
+
+
+def _claim(found: Found, label: str, nodes: dict[str, str], usb: dict[str, str]) -> str | None:
+    """The block that already owns this device, or None after claiming it for ``label``."""
+    keys = [n.resolved for n in found.nodes if n.kind != "missing"]
+    owner = next((nodes[k] for k in keys if k in nodes), None)
+    if owner is None and found.usb_port is not None and found.source == "usb":
+        owner = usb.get(found.usb_port)
+    if owner is not None and owner != label:
+        return owner
+    for key in keys:
+        nodes[key] = label
+    if found.source == "usb" and found.usb_port is not None:
+        usb[found.usb_port] = label
+    return None

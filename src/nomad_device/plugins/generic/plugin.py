@@ -1,0 +1,332 @@
+"""nomad-device-generic: schedule ``/dev`` nodes and USB devices without writing code.
+
+This is the reference for plugins that hand real Linux devices to tasks. The
+operator describes each kind of device in a ``device "<label>" { ... }``
+block (globs, USB matchers, sharing, permissions, a probe); the plugin:
+
+1. **detects** (``detect``): a pure rescan of ``/dev`` and ``/sys``
+   (:mod:`.discovery`), judged by node checks and probe results
+   (:mod:`.health`), with devices that vanished after being reserved kept
+   for a grace period; the SDK diffs the groups and tells Nomad only about
+   changes;
+2. **watches** (``watch``): the background work that makes detection prompt:
+   probes on their intervals, and events from the SDK's event sources, each
+   ending in ``rescan()``. The fingerprint period is only the safety net;
+3. **reserves** (``reserve``, :mod:`.reservation`): device cgroup rules for
+   every node, mounts for anything else, environment naming what was given;
+4. **reports** (``stats``, :mod:`.stats`): per device, from the last scan.
+
+Reserve and Stats run in worker threads while detection runs in another, so
+what they share is one immutable :class:`~.inventory.Snapshot`, swapped under
+a lock.
+
+**A device that vanishes after it was reserved.** Nomad never tells a plugin
+that an allocation ended, so "allocated" can only mean "named by a Reserve
+call since the plugin started". Such a device does not silently disappear from
+the node: it stays, unhealthy, with the reason ``not present since <time>``,
+for ``vanished_grace`` (default 5 minutes), so the operator sees what the
+running task lost; if it comes back meanwhile it is simply healthy again, and
+after the grace period it is dropped. A device never reserved is dropped at
+once. Reserve refuses a vanished device (FAILED_PRECONDITION), so a restarting
+task fails clearly instead of starting without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections.abc import Sequence
+from typing import Final
+
+from nomad_device.errors import InvalidArgument
+from nomad_device.model import DeviceGroup, DeviceGroupStats, Reservation
+from nomad_device.plugin.base import DevicePlugin
+from nomad_device.plugins.generic.config import (
+    GenericConfig,
+    Kind,
+    Settings,
+    format_config_path,
+    settings_from,
+)
+from nomad_device.plugins.generic.discovery import Found, Scanner, ScanResult, natural_key
+from nomad_device.plugins.generic.events import EventWatch
+from nomad_device.plugins.generic.health import Prober, ProbeTarget, node_problem, probe_env
+from nomad_device.plugins.generic.inventory import Entry, Snapshot
+from nomad_device.plugins.generic.reservation import reserve, rfc3339
+from nomad_device.plugins.generic.roots import Roots
+from nomad_device.plugins.generic.stats import collect
+
+__all__ = ["PLUGIN_NAME", "PLUGIN_VERSION", "GenericDevicePlugin"]
+
+PLUGIN_NAME: Final = "generic-device"
+PLUGIN_VERSION: Final = "0.1.0"
+
+#: Scans that find more changes than this log a summary instead of a line each.
+_LOG_EACH: Final = 20
+
+Key = tuple[str, str]
+
+
+class GenericDevicePlugin(DevicePlugin[GenericConfig]):
+    """``/dev`` globs and USB devices as Nomad devices, one group per config block."""
+
+    name = PLUGIN_NAME
+    version = PLUGIN_VERSION
+    Config = GenericConfig
+    #: A plug-in is a burst of a few uevents within a millisecond or two (the
+    #: device, its interfaces, the drivers binding), and the sources batch
+    #: inotify events already: 5 ms gathers a burst without the SDK's 20 ms
+    #: default showing up in how soon Nomad hears of the device.
+    rescan_settle = 0.005
+
+    def __init__(self, roots: Roots | None = None) -> None:
+        super().__init__()
+        self.roots = roots or Roots.from_env()
+        self._scanner = Scanner(self.roots)
+        self._settings: Settings | None = None
+        self.fingerprint_period = 30.0
+        # What Reserve and Stats read; replaced whole by each scan.
+        self._lock = threading.Lock()
+        self._snapshot = Snapshot()
+        self._reservations: dict[Key, int] = {}
+        # Only detect() touches these (the engine runs one detect at a time).
+        self._scan_lock = threading.Lock()
+        self._first_kind: dict[Key, str] = {}
+        self._empty: set[tuple[str, str]] = set()
+        self._notes: set[str] = set()
+        self._prober = Prober(self.rescan)
+        self._timer: threading.Timer | None = None
+        self._timer_at = math.inf
+        self._events = EventWatch(self.roots, self.rescan)
+
+    # -- config ------------------------------------------------------------------
+
+    def decode_config(self, data: bytes) -> GenericConfig:
+        """Decode as the SDK does, naming the block the way operators wrote it."""
+        from nomad_device.config import ConfigError
+
+        try:
+            return super().decode_config(data)
+        except ConfigError as exc:
+            raise InvalidArgument(f"{format_config_path(exc.path)}: {exc.problem}") from None
+
+    def configure(self, config: GenericConfig) -> None:
+        settings = settings_from(config)
+        with self._scan_lock:
+            self._settings = settings
+            self.fingerprint_period = settings.period
+        self._events.reconfigured()  # new patterns, new inotify watches
+        if not settings.kinds:
+            self.log.warning(
+                'no device blocks configured: add device "<label>" { paths = [...] } blocks'
+                " to the plugin's config; until then it offers nothing"
+            )
+        self.log.info(
+            "config set",
+            extra={
+                "devices": ",".join(k.label for k in settings.kinds),
+                "fingerprint_period": f"{settings.period:g}s",
+                "vanished_grace": f"{settings.vanished_grace:g}s",
+                "dev_root": self.roots.dev,
+                "sys_root": self.roots.sys,
+            },
+        )
+        self.rescan()
+
+    # -- fingerprint ------------------------------------------------------------------
+
+    def detect(self) -> list[DeviceGroup]:
+        """Rescan everything; the SDK diffs the groups and sends only changes."""
+        with self._scan_lock:
+            settings = self._settings
+            if settings is None:
+                return []
+            scan = self._scanner.scan(settings.kinds)
+            previous = self._snapshot
+            entries, targets = self._judge_all(settings, scan, previous)
+            self._prober.track(targets)
+            snapshot = Snapshot.build(settings, entries)
+            with self._lock:
+                self._snapshot = snapshot
+            self._log_changes(previous, snapshot, scan)
+            deadlines = [e.missing_deadline for e in entries if e.missing_deadline is not None]
+            self._arm_timer(min(deadlines, default=math.inf))
+        return list(snapshot.groups)
+
+    def _judge_all(
+        self, settings: Settings, scan: ScanResult, previous: Snapshot
+    ) -> tuple[list[Entry], dict[Key, ProbeTarget]]:
+        now, wall = time.monotonic(), time.time()
+        before = {e.key: e for e in previous.entries}
+        entries: list[Entry] = []
+        targets: dict[Key, ProbeTarget] = {}
+        for kind in settings.kinds:
+            mine: list[Entry] = []
+            seen: set[Key] = set()
+            for found in scan.found.get(kind.label, []):
+                seen.add((kind.label, found.id))
+                mine.append(self._judge(kind, found, targets))
+            for key, old in before.items():
+                if key[0] == kind.label and key not in seen:
+                    kept = self._vanished(kind, old, settings, now, wall)
+                    if kept is not None:
+                        mine.append(kept)
+            mine.sort(key=lambda e: natural_key(e.found.id))
+            entries.extend(mine)
+        return entries, targets
+
+    def _judge(self, kind: Kind, found: Found, targets: dict[Key, ProbeTarget]) -> Entry:
+        key = (kind.label, found.id)
+        first_kind = None
+        if found.source == "path":
+            first = found.nodes[0].kind
+            first_kind = (
+                self._first_kind.setdefault(key, first)
+                if first != "missing"
+                else self._first_kind.get(key)
+            )
+        problem = None
+        if not found.usb_authorized:
+            problem = "the USB device is not authorized (authorized = 0; usbguard?)"
+        elif found.source == "usb" and not found.nodes:
+            problem = "the kernel made no device node for it (is a driver bound?)"
+        for node in found.nodes:
+            if problem is not None:
+                break
+            problem = node_problem(node, kind.permissions, first_kind, self.roots.canonical)
+        probe = None
+        if kind.probe is not None:
+            if problem is None:
+                targets[key] = ProbeTarget(kind.probe, probe_env(found))
+            probe = self._prober.result(key)
+            if problem is None:
+                if probe is None:
+                    problem = "waiting for the first health probe"
+                elif not probe.ok:
+                    problem = probe.reason
+        return Entry(kind, found, problem is None, problem or "", probe=probe)
+
+    def _vanished(
+        self, kind: Kind, old: Entry, settings: Settings, now: float, wall: float
+    ) -> Entry | None:
+        """Keep a reserved device that is gone, unhealthy, until its grace period ends."""
+        with self._lock:
+            reserved = old.key in self._reservations
+        if not reserved or settings.vanished_grace <= 0:
+            return None
+        since = wall if old.missing_since is None else old.missing_since
+        deadline = now + settings.vanished_grace
+        if old.missing_deadline is not None:
+            deadline = old.missing_deadline
+        if now >= deadline:
+            return None
+        reason = f"not present since {rfc3339(since)}"
+        return Entry(kind, old.found, False, reason, since, deadline, old.probe)
+
+    def _arm_timer(self, deadline: float) -> None:
+        """Rescan when the first vanished device's grace period ends."""
+        if deadline == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = deadline
+        if deadline < math.inf:
+            timer = threading.Timer(max(0.0, deadline - time.monotonic()) + 0.01, self.rescan)
+            timer.daemon = True
+            timer.start()
+            self._timer = timer
+
+    # -- logging what changed -----------------------------------------------------------
+
+    def _log_changes(self, previous: Snapshot, current: Snapshot, scan: ScanResult) -> None:
+        for label, pattern in sorted(scan.empty_patterns - self._empty):
+            self.log.warning(
+                "pattern matches nothing (yet); its devices appear when it does",
+                extra={"device": label, "pattern": pattern},
+            )
+        self._empty = scan.empty_patterns
+        for note in sorted(scan.notes - self._notes):
+            self.log.warning(note)
+        self._notes = scan.notes
+        before = {e.key: e for e in previous.entries}
+        after = {e.key: e for e in current.entries}
+        lines: list[tuple[str, str, Entry, str]] = []
+        for key, entry in after.items():
+            old = before.get(key)
+            if old is None:
+                lines.append(("info", "device found", entry, ""))
+            elif old.present and not entry.present:
+                lines.append(("warn", "device gone after it was reserved", entry, entry.reason))
+            elif not old.present and entry.present:
+                lines.append(("info", "device back", entry, ""))
+            elif old.healthy and not entry.healthy:
+                lines.append(("warn", "device unhealthy", entry, entry.reason))
+            elif not old.healthy and entry.healthy:
+                lines.append(("info", "device healthy again", entry, ""))
+            elif old.reason != entry.reason:
+                lines.append(("warn", "device unhealthy", entry, entry.reason))
+        for key, old in before.items():
+            if key not in after:
+                what = "device gone" if old.present else "vanished device dropped after its grace"
+                lines.append(("info", what, old, ""))
+        for level, message, entry, reason in lines[:_LOG_EACH]:
+            fields = {
+                "device": entry.kind.label,
+                "id": entry.found.id,
+                "nodes": ",".join(n.task_path for n in entry.found.nodes),
+            }
+            if reason:
+                fields["reason"] = reason
+            if level == "warn":
+                self.log.warning(message, extra=fields)
+            else:
+                self.log.info(message, extra=fields)
+        if len(lines) > _LOG_EACH:
+            self.log.info(f"... and {len(lines) - _LOG_EACH} more device changes in this scan")
+
+    # -- background work ----------------------------------------------------------------
+
+    async def watch(self) -> None:
+        """Probes on their intervals, and a rescan whenever the system says something changed.
+
+        Runs while a Fingerprint stream is open; see :mod:`.events`.
+        """
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self._prober.run(), name="probes")
+            tasks.create_task(self._events.run(self._watched_kinds), name="events")
+
+    def _watched_kinds(self) -> Sequence[Kind]:
+        settings = self._settings
+        return settings.kinds if settings is not None else ()
+
+    def close(self) -> None:
+        """At exit: no rescan is due any more."""
+        if self._timer is not None:
+            self._timer.cancel()
+
+    # -- reserve and stats ----------------------------------------------------------------
+
+    def reserve(self, device_ids: Sequence[str]) -> Reservation:
+        """From the snapshot Nomad was told about; see :mod:`.reservation`."""
+        with self._lock:
+            snapshot = self._snapshot
+        reservation, entries = reserve(snapshot, device_ids)
+        with self._lock:
+            for entry in entries:
+                self._reservations[entry.key] = self._reservations.get(entry.key, 0) + 1
+        self.log.info(
+            "reserved",
+            extra={
+                "ids": ",".join(device_ids),
+                "nodes": ",".join(d.host_path for d in reservation.devices),
+            },
+        )
+        return reservation
+
+    def stats(self) -> list[DeviceGroupStats]:
+        with self._lock:
+            snapshot, reservations = self._snapshot, dict(self._reservations)
+        return collect(snapshot, reservations)

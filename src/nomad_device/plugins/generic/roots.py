@@ -1,0 +1,65 @@
+"""Where the plugin looks for ``/dev`` and ``/sys``.
+
+Operators and jobs always speak of ``/dev/...`` paths. Tests (and a plugin run
+in a container that sees the host's trees elsewhere) point the plugin at other
+directories with two environment variables, read once at start:
+
+- ``NOMAD_DEVICE_GENERIC_DEV_ROOT``: the directory that stands for ``/dev``;
+- ``NOMAD_DEVICE_GENERIC_SYS_ROOT``: the directory that stands for ``/sys``.
+
+Config patterns under ``/dev`` are looked up under the dev root; task paths
+and log messages keep the ``/dev/...`` form, while host paths (what the task
+driver opens) are the real ones under the root. Environment variables rather
+than config keys, so that the schema operators see has no test-only knobs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["ENV_DEV_ROOT", "ENV_SYS_ROOT", "Roots"]
+
+ENV_DEV_ROOT: Final = "NOMAD_DEVICE_GENERIC_DEV_ROOT"
+ENV_SYS_ROOT: Final = "NOMAD_DEVICE_GENERIC_SYS_ROOT"
+
+_DEV: Final = "/dev"
+
+
+@dataclass(frozen=True)
+class Roots:
+    dev: str = _DEV
+    sys: str = "/sys"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Roots:
+        env = os.environ if env is None else env
+        dev = env.get(ENV_DEV_ROOT) or _DEV
+        sys = env.get(ENV_SYS_ROOT) or "/sys"
+        return cls(os.path.abspath(dev), os.path.abspath(sys))
+
+    def real(self, canonical: str) -> str:
+        """``/dev/ttyUSB0`` -> ``<dev root>/ttyUSB0``; paths outside ``/dev`` stay."""
+        if self.dev == _DEV:
+            return canonical
+        if canonical == _DEV:
+            return self.dev
+        if canonical.startswith(_DEV + "/"):
+            return self.dev + canonical[len(_DEV) :]
+        return canonical
+
+    def canonical(self, real: str) -> str:
+        """The inverse of :meth:`real`: the path as operators and tasks name it."""
+        if self.dev == _DEV:
+            return real
+        if real == self.dev:
+            return _DEV
+        if real.startswith(self.dev + "/"):
+            return _DEV + real[len(self.dev) :]
+        return real
+
+    def devname(self, name: str) -> str:
+        """The real path of a node the kernel calls ``name`` (``bus/usb/001/004``)."""
+        return f"{self.dev}/{name}"

@@ -1,0 +1,291 @@
+"""What the kernel says about device nodes and USB devices, read from sysfs.
+
+Two questions are asked of sysfs:
+
+- for a node ``char 188:0``, which device is it: ``/sys/dev/char/188:0``
+  links to its directory, whose ancestors give the subsystem, the PCI function
+  it hangs off (Nomad's ``Locality``), its size (block devices) and the USB
+  device it belongs to;
+- which USB devices are plugged in: ``/sys/bus/usb/devices/*`` with
+  ``idVendor``, ``idProduct``, ``serial``, ``manufacturer``, ``product``,
+  ``busnum``, ``devnum``, and the nodes the kernel made for the device itself
+  (``/dev/bus/usb/BBB/DDD``) and for its interfaces (tty, hidraw,
+  video4linux, block ...), each from a ``dev`` file and its ``uevent``'s
+  ``DEVNAME``.
+
+Reads never raise: a device can vanish half-way through, and a missing file
+is an answer (``None``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from nomad_device.plugins.generic.roots import Roots
+
+__all__ = [
+    "NodeInfo",
+    "SysfsCache",
+    "UsbDevice",
+    "UsbNode",
+    "read_attr",
+    "usb_devices",
+    "usb_nodes",
+]
+
+_PCI_ADDRESS: Final = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+_DEV_NUMBERS: Final = re.compile(r"(\d+):(\d+)")
+#: Interfaces nest a few levels deep (interface, host, target, lun, block, partition).
+_MAX_DEPTH: Final = 10
+_SECTOR: Final = 512
+
+
+def read_attr(path: str) -> str | None:
+    """A sysfs attribute without its trailing newline; None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(4096)
+    except OSError:
+        return None
+    return raw.decode("utf-8", "replace").rstrip("\n")
+
+
+def _read_int(path: str, base: int = 10) -> int | None:
+    text = read_attr(path)
+    if text is None:
+        return None
+    try:
+        return int(text.strip(), base)
+    except ValueError:
+        return None
+
+
+def _read_float(path: str) -> float | None:
+    text = read_attr(path)
+    if text is None:
+        return None
+    try:
+        return float(text.strip())
+    except ValueError:
+        return None
+
+
+def _uevent(path: str) -> dict[str, str]:
+    text = read_attr(os.path.join(path, "uevent")) or ""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def _subsystem(path: str) -> str:
+    try:
+        return os.path.basename(os.readlink(os.path.join(path, "subsystem")))
+    except OSError:
+        return ""
+
+
+@dataclass(frozen=True)
+class UsbDevice:
+    """One USB device (not an interface) as sysfs describes it."""
+
+    sysname: str  # the port path, "1-1.4": bus 1, port 1, then port 4 of that hub
+    syspath: str
+    vendor_id: int
+    product_id: int
+    serial: str
+    manufacturer: str
+    product: str
+    busnum: int
+    devnum: int
+    speed: float | None  # Mbit/s; 1.5 for low speed
+    authorized: bool
+
+
+@dataclass(frozen=True)
+class UsbNode:
+    """A node the kernel made for a USB device or one of its interfaces."""
+
+    devname: str  # relative to /dev: "ttyUSB0", "bus/usb/001/004"
+    kind: str  # "char" or "block"
+    major: int
+    minor: int
+    subsystem: str
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What sysfs knows about one ``char``/``block`` major:minor."""
+
+    devdir: str
+    subsystem: str
+    pci_bus_id: str | None
+    usb: UsbDevice | None
+
+
+def _usb_device(path: str, sysname: str) -> UsbDevice | None:
+    vendor = _read_int(os.path.join(path, "idVendor"), 16)
+    product = _read_int(os.path.join(path, "idProduct"), 16)
+    if vendor is None or product is None:
+        return None
+    return UsbDevice(
+        sysname=sysname,
+        syspath=path,
+        vendor_id=vendor,
+        product_id=product,
+        serial=(read_attr(os.path.join(path, "serial")) or "").strip(),
+        manufacturer=(read_attr(os.path.join(path, "manufacturer")) or "").strip(),
+        product=(read_attr(os.path.join(path, "product")) or "").strip(),
+        busnum=_read_int(os.path.join(path, "busnum")) or 0,
+        devnum=_read_int(os.path.join(path, "devnum")) or 0,
+        speed=_read_float(os.path.join(path, "speed")),
+        authorized=read_attr(os.path.join(path, "authorized")) != "0",
+    )
+
+
+def usb_devices(roots: Roots) -> list[UsbDevice]:
+    """Every USB device plugged in, by port path; interfaces and unreadable ones skipped."""
+    base = os.path.join(roots.sys, "bus", "usb", "devices")
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if ":" in name:
+            continue  # an interface ("1-1.4:1.0"), not a device
+        path = os.path.realpath(os.path.join(base, name))
+        device = _usb_device(path, name)
+        if device is not None:
+            found.append(device)
+    return found
+
+
+def _node_at(path: str, default_name: str) -> UsbNode | None:
+    numbers = _DEV_NUMBERS.fullmatch((read_attr(os.path.join(path, "dev")) or "").strip())
+    if numbers is None:
+        return None
+    devname = _uevent(path).get("DEVNAME") or default_name
+    subsystem = _subsystem(path)
+    kind = "block" if subsystem == "block" else "char"
+    return UsbNode(devname, kind, int(numbers.group(1)), int(numbers.group(2)), subsystem)
+
+
+def usb_nodes(device: UsbDevice) -> list[UsbNode]:
+    """The device's own node first, then its interfaces' nodes in sysfs order.
+
+    Child devices behind a hub are devices of their own and are not descended
+    into; symlinks (``driver``, ``subsystem``, ``port``) are never followed.
+    """
+    nodes: list[UsbNode] = []
+    bus_name = f"bus/usb/{device.busnum:03d}/{device.devnum:03d}"
+    own = _node_at(device.syspath, bus_name)
+    if own is not None:
+        nodes.append(own)
+    try:
+        entries = sorted(os.scandir(device.syspath), key=lambda e: e.name)
+    except OSError:
+        return nodes
+    interface_nodes: list[UsbNode] = []
+    for entry in entries:
+        if ":" in entry.name and entry.is_dir(follow_symlinks=False):
+            _walk(entry.path, 0, interface_nodes)
+    nodes.extend(interface_nodes)
+    return nodes
+
+
+def _walk(path: str, depth: int, out: list[UsbNode]) -> None:
+    node = _node_at(path, os.path.basename(path))
+    if node is not None:
+        out.append(node)
+    if depth >= _MAX_DEPTH:
+        return
+    try:
+        entries = sorted(os.scandir(path), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                _walk(entry.path, depth + 1, out)
+        except OSError:
+            continue
+
+
+class SysfsCache:
+    """Node lookups by major:minor, cached while sysfs still links to the same place.
+
+    ``/sys/dev/<kind>/<major>:<minor>`` is one ``readlink``; only when its target
+    changes (a replug elsewhere) is the device directory walked again.
+    """
+
+    def __init__(self, roots: Roots) -> None:
+        self.roots = roots
+        self._cache: dict[tuple[str, int, int], tuple[tuple[str, object], NodeInfo]] = {}
+        self._devices = os.path.join(roots.sys, "devices")
+        self._index: dict[str, bool] = {}
+
+    def new_scan(self) -> None:
+        self._index.clear()
+
+    def has_index(self, kind: str) -> bool:
+        """Whether sysfs lists ``kind`` nodes at all (it does not in some containers)."""
+        known = self._index.get(kind)
+        if known is None:
+            known = self._index[kind] = os.path.isdir(os.path.join(self.roots.sys, "dev", kind))
+        return known
+
+    def lookup(self, kind: str, major: int, minor: int, stamp: object = None) -> NodeInfo | None:
+        """The device behind a node; ``stamp`` (the node's inode and ctime) says when
+        a node was made anew, so that a different device replugged on the same port,
+        with the same numbers, is not mistaken for the old one."""
+        link = f"{self.roots.sys}/dev/{kind}/{major}:{minor}"
+        try:
+            target = os.readlink(link)
+        except OSError:
+            self._cache.pop((kind, major, minor), None)
+            return None
+        cached = self._cache.get((kind, major, minor))
+        if cached is not None and cached[0] == (target, stamp):
+            return cached[1]
+        devdir = os.path.realpath(link)
+        info = NodeInfo(devdir, _subsystem(devdir), self.pci_bus_id(devdir), self._usb(devdir))
+        self._cache[(kind, major, minor)] = ((target, stamp), info)
+        return info
+
+    def forget(self) -> None:
+        self._cache.clear()
+
+    @staticmethod
+    def block_size(info: NodeInfo) -> int | None:
+        """Bytes; sysfs counts 512-byte sectors whatever the device's own block size."""
+        sectors = _read_int(os.path.join(info.devdir, "size"))
+        return None if sectors is None else sectors * _SECTOR
+
+    def _ancestors(self, devdir: str) -> list[str]:
+        out = []
+        path = devdir
+        while path.startswith(self._devices + "/"):
+            out.append(path)
+            path = os.path.dirname(path)
+        return out
+
+    def pci_bus_id(self, devdir: str) -> str | None:
+        """The nearest PCI function above a sysfs device directory (``0000:00:02.0``)."""
+        for path in self._ancestors(devdir):
+            name = os.path.basename(path)
+            if _PCI_ADDRESS.fullmatch(name):
+                return name
+        return None
+
+    def _usb(self, devdir: str) -> UsbDevice | None:
+        for path in self._ancestors(devdir):
+            name = os.path.basename(path)
+            if ":" not in name and os.path.exists(os.path.join(path, "idVendor")):
+                return _usb_device(path, name)
+        return None

@@ -1,0 +1,43 @@
+"""The conformance suite against nomad-device-generic, with and without devices."""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from nomad_device.testing.conformance import ConformanceReport, SuiteOptions, run_conformance
+
+COMMAND = [sys.executable, "-m", "nomad_device.plugins.generic"]
+
+#: An agent's config body as JSON: /dev/null and /dev/zero are on every Linux
+#: machine and open to every user, so this runs anywhere.
+CONFIG = {
+    "fingerprint_period": "1s",
+    "device": {
+        "null": {"paths": ["/dev/null"], "share": 2},
+        "zero": {"paths": ["/dev/zero"], "permissions": "r"},
+        "absent": {"paths": ["/dev/no-such-device*"]},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, ConformanceReport]:
+    runs = {"configured": SuiteOptions(config_json=CONFIG), "defaults": SuiteOptions()}
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(run_conformance, COMMAND, o) for name, o in runs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def test_generic_plugin_conforms_with_devices(reports: dict[str, ConformanceReport]) -> None:
+    report = reports["configured"]
+    report.assert_ok(allow_warnings=False)
+    assert report.plugin_name == "generic-device"
+    assert "3 device(s)" in report.result("device-groups-valid").summary
+    assert report.result("reserve-unknown-id").summary == "refused with INVALID_ARGUMENT"
+
+
+def test_generic_plugin_conforms_without_config(reports: dict[str, ConformanceReport]) -> None:
+    reports["defaults"].assert_ok()

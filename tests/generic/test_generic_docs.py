@@ -1,0 +1,116 @@
+"""Every HCL block in docs/plugins/generic.md decodes as a Nomad agent would decode it.
+
+Agent configs go through the launcher's mirror of Nomad's pipeline (HCL 1 into
+Go-shaped JSON, then hcldec against the plugin's own schema, then cty msgpack)
+and on into the plugin's decoder and validation. Job blocks must parse, and
+every device they ask for must name a group the page's agent configs produce.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import hcl2
+import pytest
+
+from nomad_device.cli import hclconfig
+from nomad_device.errors import InvalidArgument
+from nomad_device.plugins.generic.config import Settings, settings_from
+from nomad_device.plugins.generic.plugin import GenericDevicePlugin
+from nomad_device.wire.hcldec import compile_spec, decode, encode
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins" / "generic.md"
+BLOCKS = re.findall(r"```hcl\n(.*?)```", DOC.read_text(), re.S)
+AGENT = [b for b in BLOCKS if b.lstrip().startswith('plugin "nomad-device-generic"')]
+JOBS = [b for b in BLOCKS if b.lstrip().startswith("job ")]
+
+
+def agent_settings(text: str) -> Settings:
+    plugin = GenericDevicePlugin()
+    block = hclconfig.parse_agent_text(text, "generic.md").select(["nomad-device-generic"], None)
+    decoded = decode(compile_spec(plugin.config_schema()), block.config)
+    assert decoded.ok, [d.render("generic.md") for d in decoded.diagnostics]
+    return settings_from(plugin.decode_config(encode(decoded)))
+
+
+def test_the_page_has_the_examples_the_issue_asks_for() -> None:
+    assert len(BLOCKS) == len(AGENT) + len(JOBS), "every hcl block is an agent config or a job"
+    labels = {k.label for text in AGENT for k in agent_settings(text).kinds}
+    assert {"kvm", "fuse", "tun", "serial", "zigbee-upstairs", "coral"} <= labels
+    drivers = " ".join(JOBS)
+    assert drivers.count('driver = "exec"') >= 6 and drivers.count('driver = "docker"') >= 6
+
+
+@pytest.mark.parametrize("text", AGENT, ids=[f"agent{i}" for i in range(len(AGENT))])
+def test_agent_examples_decode_and_validate(text: str) -> None:
+    settings = agent_settings(text)
+    assert settings.kinds
+
+
+def _groups() -> set[tuple[str, str, str]]:
+    return {(k.vendor, k.type, k.name) for text in AGENT for k in agent_settings(text).kinds}
+
+
+def _resolves(request: str, groups: set[tuple[str, str, str]]) -> bool:
+    """Nomad's name forms: type, vendor/type, vendor/type/name."""
+    parts = request.split("/", 2)
+    for vendor, dtype, name in groups:
+        if len(parts) == 1 and parts[0] == dtype:
+            return True
+        if len(parts) == 2 and parts == [vendor, dtype]:
+            return True
+        if len(parts) == 3 and parts == [vendor, dtype, name]:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("text", JOBS, ids=[f"job{i}" for i in range(len(JOBS))])
+def test_job_examples_parse_and_ask_for_configured_groups(text: str) -> None:
+    hcl2.loads(text)
+    requests = re.findall(r'device "([^"]+)"', text)
+    assert requests
+    groups = _groups()
+    for request in requests:
+        assert _resolves(request, groups), f"no example config offers {request!r}"
+
+
+def test_refused_configs_read_as_the_page_says() -> None:
+    """The error messages quoted on the page are the plugin's own."""
+    quoted = re.search(r"```text\n(.*?)```", DOC.read_text(), re.S)
+    assert quoted is not None
+    lines = quoted.group(1).strip().splitlines()
+    bad = {
+        "kvm": 'device "kvm" {\n paths = ["/dev/kvm"]\n permissions = "rwx"\n }',
+        "ch340": 'device "ch340" {\n usb {\n vendor_id = "zz12"\n }\n }',
+        "b": 'device "a" {\n type = "kvm"\n name = "kvm"\n paths = ["/dev/kvm"]\n }\n'
+        'device "b" {\n type = "kvm"\n name = "kvm"\n paths = ["/dev/kvm"]\n }',
+    }
+    for line, body in zip(lines, bad.values(), strict=True):
+        text = f'plugin "nomad-device-generic" {{\n config {{\n{body}\n }}\n}}\n'
+        with pytest.raises(InvalidArgument) as refused:
+            agent_settings(text)
+        assert line == f"SetConfig failed: {refused.value}"
+
+
+def test_duplicate_labels_and_unknown_keys_are_refused_by_the_agent() -> None:
+    plugin = GenericDevicePlugin()
+    spec = compile_spec(plugin.config_schema())
+    for body, phrase in (
+        ('device "kvm" {\n paths = ["/a"]\n }\ndevice "kvm" {\n paths = ["/b"]\n }', "Duplicate"),
+        ('device "kvm" {\n pathz = ["/a"]\n }', '"pathz"'),
+    ):
+        text = f'plugin "nomad-device-generic" {{\n config {{\n{body}\n }}\n}}\n'
+        block = hclconfig.parse_agent_text(text, "t.hcl").select(["nomad-device-generic"], None)
+        decoded = decode(spec, block.config)
+        assert not decoded.ok
+        assert phrase in " ".join(d.render("t.hcl") for d in decoded.diagnostics)
+
+
+def test_maps_decode_from_either_spelling() -> None:
+    """An agent file reads ``env { ... }`` and ``env = { ... }`` alike: as a block."""
+    for spelling in ('env {\n A = "b"\n }', 'env = { A = "b" }'):
+        body = f'device "kvm" {{\n paths = ["/dev/kvm"]\n {spelling}\n }}'
+        text = f'plugin "nomad-device-generic" {{\n config {{\n{body}\n }}\n}}\n'
+        (kind,) = agent_settings(text).kinds
+        assert dict(kind.env) == {"A": "b"}
