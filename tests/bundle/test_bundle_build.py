@@ -33,6 +33,18 @@ def test_ready_made_plugins_are_the_plugin_scripts_only() -> None:
         assert tool not in names
 
 
+def test_a_ready_made_plugin_brings_the_extra_named_after_it() -> None:
+    """The nvidia bundle must carry NVIDIA's binding, or it finds no GPU on any node."""
+    nvidia = resolve_target("nomad-device-nvidia")
+    assert Root("nomad-device-sdk", frozenset({"nvidia"})) in nvidia.roots
+    names = {d.name.lower().replace("_", "-") for d in resolve(list(nvidia.roots))}
+    assert "nvidia-ml-py" in names
+    # The others have no extra of their own, and bring only the runtime.
+    for plugin in ("nomad-device-example", "nomad-device-generic"):
+        target = resolve_target(plugin)
+        assert all(not root.extras for root in target.roots), plugin
+
+
 def test_closure_is_the_runtime_not_the_tools() -> None:
     names = {d.name.lower().replace("_", "-") for d in resolve([Root("nomad-device-sdk")])}
     for runtime in ("nomad-device-sdk", "grpcio", "grpcio-health-checking", "protobuf", "msgpack"):

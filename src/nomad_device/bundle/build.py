@@ -67,6 +67,20 @@ def _check_entry(entry: str) -> None:
         raise BundleError(f"{entry} is neither a DevicePlugin class nor a function")
 
 
+def _own_extra(dist: md.Distribution | None, script: str) -> frozenset[str]:
+    """The extra named after a ready-made plugin (``nvidia`` for ``nomad-device-nvidia``).
+
+    A ready-made plugin's optional dependencies (NVIDIA's binding) are the SDK
+    extra that bears its name; its bundle must carry them, or it could not
+    find its hardware on the node.
+    """
+    name = script.removeprefix("nomad-device-")
+    if dist is None or name == script:
+        return frozenset()
+    provided = dist.metadata.get_all("Provides-Extra") or []
+    return frozenset({name}) if name in provided else frozenset()
+
+
 def _sdk_version() -> str:
     try:
         return md.version(SDK_DIST)
@@ -93,7 +107,11 @@ def resolve_target(text: str, with_roots: Sequence[Root] = ()) -> Target:
     if script is not None:
         _check_entry(script.value)
         dist = script.dist
-        roots = (Root(dist.name if dist else SDK_DIST), Root(SDK_DIST), *extra)
+        roots = (
+            Root(dist.name if dist else SDK_DIST, _own_extra(dist, text)),
+            Root(SDK_DIST),
+            *extra,
+        )
         return Target("call", script.value, text, dist.version if dist else _sdk_version(), roots)
     if ":" in text:
         _check_entry(text)
