@@ -11,6 +11,7 @@ stays the only mechanism and nothing spins, raises or crashes.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import logging
@@ -41,7 +42,7 @@ class _Closed(Exception):
     """The source was closed while a reader waited."""
 
 
-class EventSource(Generic[T]):
+class EventSource(abc.ABC, Generic[T]):
     """The shared reading machinery; subclasses decode what the descriptor holds.
 
     Subclasses call :meth:`_start` with their descriptor (or ``None`` with a
@@ -110,14 +111,17 @@ class EventSource(Generic[T]):
         """False when the kernel facility could not be used: only polling will see changes."""
         return self._fd is not None
 
+    @abc.abstractmethod
     def _drain(self, fd: int) -> bool:
-        raise NotImplementedError
+        """Read what the kernel has ready on ``fd`` into pending items; whether any were added."""
 
+    @abc.abstractmethod
     def _take(self) -> T | None:
-        raise NotImplementedError
+        """Remove and return the next pending item, or None when there is none."""
 
+    @abc.abstractmethod
     def _has_item(self) -> bool:
-        raise NotImplementedError
+        """Whether an item is pending, to be taken with :meth:`_take`."""
 
     # -- closing ------------------------------------------------------------------
 
