@@ -77,9 +77,6 @@ class ProblemLog:
         self._last = current
 
 
-_ProblemLog = ProblemLog  # the name it had before
-
-
 def _items(groups: object) -> list[object]:
     return list(groups) if isinstance(groups, list | tuple) else [groups]
 

@@ -581,14 +581,18 @@ class _HclJob:
             out[key] = (value, item)
         return out
 
+    def setting_text(self, got: dict[str, tuple[Any, Any]], key: str) -> str:
+        """A string setting of a constraint or affinity block ("" when absent)."""
+        if key not in got:
+            return ""
+        value, item = got[key]
+        return self.as_string(value, item, key)
+
     def constraint(self, body: Any) -> Constraint:
         got = self.settings(body, _CONSTRAINT_KEYS, "constraint")
 
         def text(key: str) -> str:
-            if key not in got:
-                return ""
-            value, item = got[key]
-            return self.as_string(value, item, key)
+            return self.setting_text(got, key)
 
         ltarget, rtarget, operand = text("attribute"), text("value"), text("operator")
         for short in ("version", "semver", "regexp", "set_contains"):
@@ -608,10 +612,7 @@ class _HclJob:
         got = self.settings(body, _AFFINITY_KEYS, "affinity")
 
         def text(key: str) -> str:
-            if key not in got:
-                return ""
-            value, item = got[key]
-            return self.as_string(value, item, key)
+            return self.setting_text(got, key)
 
         ltarget, rtarget, operand = text("attribute"), text("value"), text("operator")
         weight = 50
