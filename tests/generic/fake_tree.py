@@ -42,6 +42,19 @@ class UsbHandle:
     links: list[Path] = field(default_factory=list)  # by-id symlinks
 
 
+def mkdirs(path: Path) -> Path:
+    """``mkdir -p`` with mode 0755 whatever the umask: the plugin offers nothing from a
+    directory that anyone but root may write (see plugins/generic/trust.py)."""
+    missing, parent = [], path
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for directory in reversed(missing):
+        directory.mkdir()
+        directory.chmod(0o755)
+    return path
+
+
 class FakeTree:
     def __init__(self, base: Path) -> None:
         self.dev = base / "dev"
@@ -54,7 +67,7 @@ class FakeTree:
             self.sys / "bus" / "usb" / "devices",
             self.sys / "class",
         ):
-            path.mkdir(parents=True, exist_ok=True)
+            mkdirs(path)
         self._next_devnum: dict[int, int] = {}
 
     @property
@@ -86,7 +99,7 @@ class FakeTree:
 
     def node(self, name: str, kind: str, major: int, minor: int, mode: int = 0o660) -> Path:
         path = self.dev / name
-        path.parent.mkdir(parents=True, exist_ok=True)
+        mkdirs(path.parent)
         if path.exists() or path.is_symlink():
             path.unlink()
         fmt = stat.S_IFCHR if kind == "char" else stat.S_IFBLK
@@ -112,7 +125,7 @@ class FakeTree:
     def link(self, name: str, target: str) -> Path:
         """A udev-style symlink such as serial/by-id/usb-...-if00-port0 -> ../../ttyUSB0."""
         path = self.dev / name
-        path.parent.mkdir(parents=True, exist_ok=True)
+        mkdirs(path.parent)
         if path.is_symlink() or path.exists():
             path.unlink()
         path.symlink_to(target)

@@ -40,7 +40,7 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
-from nomad_device.errors import InvalidArgument
+from nomad_device.errors import FailedPrecondition, InvalidArgument
 from nomad_device.model import DeviceGroup, DeviceGroupStats, Reservation
 from nomad_device.plugin.base import DevicePlugin
 from nomad_device.plugins.generic.config import (
@@ -96,6 +96,8 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self._first_kind: dict[Key, str] = {}
         self._empty: set[tuple[str, str]] = set()
         self._notes: set[str] = set()
+        self._refused: dict[tuple[str, str], str] = {}
+        self._usb_unmatched: set[str] = set()
         self._prober = Prober(self.rescan)
         self._timer: threading.Timer | None = None
         self._timer_at = math.inf
@@ -195,7 +197,8 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         for node in found.nodes:
             if problem is not None:
                 break
-            problem = node_problem(node, kind.permissions, first_kind, self.roots.canonical)
+            wanted = kind.permissions if node.is_device else "rw" if kind.writable_mounts else "r"
+            problem = node_problem(node, wanted, first_kind, self.roots.canonical)
         probe = None
         if kind.probe is not None:
             if problem is None:
@@ -251,6 +254,25 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         for note in sorted(scan.notes - self._notes):
             self.log.warning(note)
         self._notes = scan.notes
+        for (label, path), why in sorted(scan.refused.items()):
+            if self._refused.get((label, path)) != why:
+                self.log.warning(
+                    f"{path} is not offered: {why}", extra={"device": label, "path": path}
+                )
+        self._refused = scan.refused
+        for label in sorted(scan.usb_unmatched - self._usb_unmatched):
+            if scan.usb_bus:
+                self.log.warning(
+                    "no USB device matches (yet); its devices appear when one is plugged in",
+                    extra={"device": label},
+                )
+            else:
+                self.log.warning(
+                    "no USB device matches: this host has no USB bus"
+                    f" ({self.roots.sys}/bus/usb does not exist)",
+                    extra={"device": label},
+                )
+        self._usb_unmatched = scan.usb_unmatched
         before = {e.key: e for e in previous.entries}
         after = {e.key: e for e in current.entries}
         lines: list[tuple[str, str, Entry, str]] = []
@@ -314,6 +336,18 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         with self._lock:
             snapshot = self._snapshot
         reservation, entries = reserve(snapshot, device_ids)
+        changed = [
+            why
+            for entry in entries
+            for node in entry.found.nodes
+            if node.kind != "missing"
+            and (why := self._scanner.recheck(node, entry.kind.paths)) is not None
+        ]
+        if changed:
+            self.rescan()  # tell Nomad what is there now
+            raise FailedPrecondition(
+                "cannot grant what changed since the last scan: " + "; ".join(changed)
+            )
         with self._lock:
             for entry in entries:
                 self._reservations[entry.key] = self._reservations.get(entry.key, 0) + 1
