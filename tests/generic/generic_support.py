@@ -6,6 +6,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from conftest import Launched, Launcher
 
@@ -20,8 +21,10 @@ COMMAND = [sys.executable, "-m", "nomad_device.plugins.generic"]
 Groups = list[DeviceGroup]
 
 
-def start(launch: Launcher, config: GenericConfig, env: dict[str, str] | None = None) -> Launched:
-    launched = launch(COMMAND, env={**os.environ, **(env or {})})
+def start(
+    launch: Launcher, config: GenericConfig, env: dict[str, str] | None = None, **options: Any
+) -> Launched:
+    launched = launch(COMMAND, env={**os.environ, **(env or {})}, **options)
     launched.client.set_config(encode_config(config))
     return launched
 

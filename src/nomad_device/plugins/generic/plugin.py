@@ -52,8 +52,9 @@ from nomad_device.plugins.generic.config import (
 )
 from nomad_device.plugins.generic.discovery import Found, Scanner, ScanResult, natural_key
 from nomad_device.plugins.generic.events import EventWatch
-from nomad_device.plugins.generic.health import Prober, ProbeTarget, node_problem, probe_env
+from nomad_device.plugins.generic.health import node_problem
 from nomad_device.plugins.generic.inventory import Entry, Snapshot
+from nomad_device.plugins.generic.probes import Prober, ProbeTarget, probe_env
 from nomad_device.plugins.generic.reservation import reserve, rfc3339
 from nomad_device.plugins.generic.roots import Roots
 from nomad_device.plugins.generic.stats import collect
@@ -98,7 +99,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self._notes: set[str] = set()
         self._refused: dict[tuple[str, str], str] = {}
         self._usb_unmatched: set[str] = set()
-        self._prober = Prober(self.rescan)
+        self._prober = Prober(self.rescan, self.log)
         self._timer: threading.Timer | None = None
         self._timer_at = math.inf
         self._events = EventWatch(self.roots, self.rescan)
@@ -325,7 +326,8 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         return settings.kinds if settings is not None else ()
 
     def close(self) -> None:
-        """At exit: no rescan is due any more."""
+        """At exit: every probe's process tree ends, and no rescan is due any more."""
+        self._prober.close()
         if self._timer is not None:
             self._timer.cancel()
 
