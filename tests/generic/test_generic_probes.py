@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import signal
 import sys
@@ -28,15 +27,7 @@ from generic_support import Groups, devices, start, wait_for, wait_until
 
 from nomad_device.config import encode_config
 from nomad_device.host import CallError
-from nomad_device.plugins.generic import probes
-from nomad_device.plugins.generic.config import DeviceBlock, GenericConfig, ProbeBlock, ProbeSpec
-from nomad_device.plugins.generic.probes import (
-    ProbeProcesses,
-    Prober,
-    ProbeTarget,
-    clean_reason,
-    run_probe,
-)
+from nomad_device.plugins.generic.config import DeviceBlock, GenericConfig, ProbeBlock
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -173,6 +164,20 @@ def test_probes_running_when_the_plugin_stops_die_with_it(
     wait_until(lambda: not with_token(token), timeout=10)
 
 
+def test_probes_belong_to_the_plugin_not_to_a_stream(
+    launch: Launcher, tree: FakeTree, tmp_path: Path
+) -> None:
+    """Probes once lived and died with watch(), so with the Fingerprint streams."""
+    runs = tmp_path / "runs"
+    probe = ProbeBlock(
+        command=["sh", "-c", f"echo run >> {runs}"], interval=timedelta(milliseconds=100)
+    )
+    launched = start(launch, probed(probe), tree.env)
+    assert first_verdict(launched) == (True, "")  # its stream is closed again now
+    seen = len(runs.read_text().splitlines())
+    wait_until(lambda: len(runs.read_text().splitlines()) >= seen + 3, timeout=15)
+
+
 # ------------------------------------------------------------------ environment
 
 
@@ -252,50 +257,3 @@ def test_a_probe_that_cannot_start_is_a_verdict(launch: Launcher, tree: FakeTree
         False,
         "probe /nonexistent/nd18-probe could not start: no such file or directory",
     )
-
-
-# ------------------------------------------------------------------- the parts
-
-
-def _target(*command: str, timeout: float = 10.0) -> ProbeTarget:
-    return ProbeTarget(ProbeSpec(command, timeout, 30.0), {"GENERIC_DEVICE_ID": "x"})
-
-
-def test_no_probe_failure_escapes_as_an_exception(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A NUL that skipped validation, or a bug below run_probe: a verdict, never a raise
-    (a raise once ended watch(), and inotify and uevents with it)."""
-    result = run_probe(_target("sh", "-c", "true\x00"), ProbeProcesses())
-    assert (result.ok, result.reason) == (False, "probe sh could not start: embedded null byte")
-
-    def broken(*args: object) -> None:
-        raise RuntimeError("boom\nsecond line")
-
-    monkeypatch.setattr(probes, "run_probe", broken)
-    prober = Prober(lambda: None, logging.getLogger("test"))
-    result = prober._run(_target("true"))
-    assert (result.ok, result.reason) == (False, "probe failed to run: RuntimeError: boom")
-
-
-def test_no_probe_starts_once_closed() -> None:
-    processes = ProbeProcesses()
-    processes.close()
-    result = run_probe(_target("true"), processes)
-    assert (result.ok, result.reason) == (False, "the plugin is stopping")
-
-
-@pytest.mark.parametrize(
-    ("output", "reason"),
-    [
-        (b"\n\n  token not inserted  \nmore\n", "token not inserted"),
-        (b"\x1b[31mred\x1b[0m text", "red text"),
-        (b"\x1b]0;window title\x07visible", "visible"),
-        (b"a\tb\x00c\x7fd\xc2\x9be", "a bcde"),  # NUL, DEL, C1 CSI: gone; tab: a space
-        (b"first\xc2\x85second", "first"),  # NEL ends a line
-        (b"\xe2\x80\xaeevil\xe2\x80\x8b", "evil"),  # bidi override, zero-width space
-        (b"\xff\xfe bytes", "\ufffd\ufffd bytes"),
-        (b"y" * 500, "y" * 199 + "…"),
-        (b"\x1b[2J\n\x07\n", ""),
-    ],
-)
-def test_reasons_are_cleaned(output: bytes, reason: str) -> None:
-    assert clean_reason(output) == reason

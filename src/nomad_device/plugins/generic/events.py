@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from nomad_device.plugin import Wakeup
 from nomad_device.plugins.generic.config import Kind
 from nomad_device.plugins.generic.discovery import id_base
 from nomad_device.plugins.generic.patterns import leads_to_match
@@ -113,28 +114,6 @@ def descend(tree: Tree, roots: Roots) -> Callable[[str], bool]:
     return wanted
 
 
-class _ThreadSafeEvent:
-    """An asyncio.Event that any thread may set (``configure`` runs in a worker thread)."""
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._event: asyncio.Event | None = None
-
-    def clear(self) -> None:
-        """Start waiting afresh on the running loop; read what it guards after this."""
-        self._loop = asyncio.get_running_loop()
-        self._event = asyncio.Event()
-
-    def set(self) -> None:
-        loop, event = self._loop, self._event
-        if loop is not None and event is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(event.set)
-
-    async def wait(self) -> None:
-        assert self._event is not None
-        await self._event.wait()
-
-
 class EventWatch:
     """Every uevent and every inotify batch becomes one ``rescan()``.
 
@@ -145,7 +124,7 @@ class EventWatch:
     def __init__(self, roots: Roots, rescan: Callable[[], None]) -> None:
         self._roots = roots
         self._rescan = rescan
-        self._changed = _ThreadSafeEvent()
+        self._changed = Wakeup()  # configure() sets it from a worker thread
 
     def reconfigured(self) -> None:
         self._changed.set()

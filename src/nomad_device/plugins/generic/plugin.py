@@ -33,12 +33,11 @@ task fails clearly instead of starting without it.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 import time
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, Final
 
 from nomad_device.errors import FailedPrecondition, InvalidArgument
 from nomad_device.model import DeviceGroup, DeviceGroupStats, Reservation
@@ -54,7 +53,12 @@ from nomad_device.plugins.generic.discovery import Found, Scanner, ScanResult, n
 from nomad_device.plugins.generic.events import EventWatch
 from nomad_device.plugins.generic.health import node_problem
 from nomad_device.plugins.generic.inventory import Entry, Snapshot
-from nomad_device.plugins.generic.probes import Prober, ProbeTarget, probe_env
+from nomad_device.plugins.generic.probes import (
+    MAX_CONCURRENT_PROBES,
+    Prober,
+    ProbeTarget,
+    probe_env,
+)
 from nomad_device.plugins.generic.reservation import reserve, rfc3339
 from nomad_device.plugins.generic.roots import Roots
 from nomad_device.plugins.generic.stats import collect
@@ -81,6 +85,8 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
     #: inotify events already: 5 ms gathers a burst without the SDK's 20 ms
     #: default showing up in how soon Nomad hears of the device.
     rescan_settle = 0.005
+    #: Probe runs take threads of their own pool, never detect's or reserve's.
+    worker_pools: ClassVar[Mapping[str, int]] = {Prober.POOL: MAX_CONCURRENT_PROBES}
 
     def __init__(self, roots: Roots | None = None) -> None:
         super().__init__()
@@ -99,9 +105,8 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self._notes: set[str] = set()
         self._refused: dict[tuple[str, str], str] = {}
         self._usb_unmatched: set[str] = set()
-        self._prober = Prober(self.rescan, self.log)
-        self._timer: threading.Timer | None = None
-        self._timer_at = math.inf
+        self._prober = Prober(self, self.rescan, self.log)
+        self._rescan_at = math.inf
         self._events = EventWatch(self.roots, self.rescan)
 
     # -- config ------------------------------------------------------------------
@@ -231,17 +236,11 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
 
     def _arm_timer(self, deadline: float) -> None:
         """Rescan when the first vanished device's grace period ends."""
-        if deadline == self._timer_at:
+        if deadline == self._rescan_at:
             return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = deadline
+        self._rescan_at = deadline
         if deadline < math.inf:
-            timer = threading.Timer(max(0.0, deadline - time.monotonic()) + 0.01, self.rescan)
-            timer.daemon = True
-            timer.start()
-            self._timer = timer
+            self.rescan(max(0.0, deadline - time.monotonic()) + 0.01)
 
     # -- logging what changed -----------------------------------------------------------
 
@@ -313,23 +312,20 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
     # -- background work ----------------------------------------------------------------
 
     async def watch(self) -> None:
-        """Probes on their intervals, and a rescan whenever the system says something changed.
+        """A rescan whenever the system says something changed (see :mod:`.events`).
 
-        Runs while a Fingerprint stream is open; see :mod:`.events`.
+        Runs while a Fingerprint stream is open. Probes are not in here: they
+        are the plugin's for its whole life (:mod:`.probes`).
         """
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self._prober.run(), name="probes")
-            tasks.create_task(self._events.run(self._watched_kinds), name="events")
+        await self._events.run(self._watched_kinds)
 
     def _watched_kinds(self) -> Sequence[Kind]:
         settings = self._settings
         return settings.kinds if settings is not None else ()
 
     def close(self) -> None:
-        """At exit: every probe's process tree ends, and no rescan is due any more."""
+        """At exit: every probe's process tree ends (the SDK cancels our timers)."""
         self._prober.close()
-        if self._timer is not None:
-            self._timer.cancel()
 
     # -- reserve and stats ----------------------------------------------------------------
 

@@ -38,7 +38,6 @@ Nomad agent, so a probe is held to what it was asked to do:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -52,10 +51,13 @@ import time
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
+from nomad_device.plugin import DevicePlugin, Scheduled
 from nomad_device.plugins.generic.config import ProbeSpec
 from nomad_device.plugins.generic.discovery import Found
+
+Key = tuple[str, str]
 
 __all__ = [
     "MAX_OUTPUT",
@@ -381,33 +383,50 @@ def _why(exc: BaseException) -> str:
 
 
 class Prober:
-    """Runs the probes of the devices the last scan found, each on its own interval.
+    """The probes of the devices the last scan found, each on its own interval.
 
-    ``track`` (from any thread) says which devices to probe; ``run`` (a
-    coroutine, inside the plugin's ``watch``) does the work and calls
-    ``on_change`` whenever a device's verdict changes, so a rescan publishes it.
+    They belong to the plugin, not to a stream: :meth:`track` (from
+    ``detect``, any thread) says which devices to probe, and each probe is a
+    timer of the plugin's (``call_later``) whose run takes a thread of the
+    plugin's ``probes`` pool (:data:`MAX_CONCURRENT_PROBES` at once; more
+    wait their turn). ``on_change`` is called whenever a verdict changes, so
+    a rescan publishes it. :meth:`close` ends every process tree.
     """
 
-    def __init__(self, on_change: Callable[[], None], log: logging.Logger) -> None:
+    #: The plugin's worker pool for probe runs.
+    POOL: Final = "probes"
+
+    def __init__(
+        self, plugin: DevicePlugin[Any], on_change: Callable[[], None], log: logging.Logger
+    ) -> None:
+        self._plugin = plugin
         self._on_change = on_change
         self._log = log
         self.processes = ProbeProcesses()
         self._lock = threading.Lock()
-        self._targets: dict[tuple[str, str], ProbeTarget] = {}
-        self._results: dict[tuple[str, str], ProbeResult] = {}
-        self._wake: Callable[[], None] | None = None
+        self._targets: dict[Key, ProbeTarget] = {}
+        self._results: dict[Key, ProbeResult] = {}
+        self._timers: dict[Key, Scheduled] = {}
+        self._running: set[Key] = set()
 
-    def track(self, targets: Mapping[tuple[str, str], ProbeTarget]) -> None:
+    def track(self, targets: Mapping[Key, ProbeTarget]) -> None:
+        now = time.monotonic()
         with self._lock:
-            changed = targets != self._targets
-            self._targets = dict(targets)
+            before, self._targets = self._targets, dict(targets)
             for key in [k for k in self._results if k not in targets]:
                 del self._results[key]
-            wake = self._wake
-        if changed and wake is not None:
-            wake()
+            for key in [k for k in self._timers if targets.get(k) != before.get(k)]:
+                self._timers.pop(key).cancel()
+            for key, target in targets.items():
+                if key in self._timers or key in self._running:
+                    continue
+                last = self._results.get(key)
+                if last is None or last.spec != target.spec:
+                    self._schedule(key, 0.0)
+                else:
+                    self._schedule(key, max(0.0, last.finished + target.spec.interval - now))
 
-    def result(self, key: tuple[str, str]) -> ProbeResult | None:
+    def result(self, key: Key) -> ProbeResult | None:
         with self._lock:
             result = self._results.get(key)
             target = self._targets.get(key)
@@ -415,74 +434,42 @@ class Prober:
             return None
         return result
 
-    async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        event = asyncio.Event()
-        limit = asyncio.Semaphore(MAX_CONCURRENT_PROBES)
-        running: dict[tuple[str, str], asyncio.Task[ProbeResult]] = {}
+    def _schedule(self, key: Key, delay: float) -> None:
+        """With the lock held: run ``key``'s probe in ``delay`` seconds."""
+        if self.processes.closed:
+            return
 
-        def wake() -> None:
-            loop.call_soon_threadsafe(event.set)
+        async def due() -> None:
+            await self._due(key)
 
-        async def one(target: ProbeTarget) -> ProbeResult:
-            async with limit:
-                return await asyncio.to_thread(self._run, target)
+        self._timers[key] = self._plugin.call_later(delay, due)
 
+    async def _due(self, key: Key) -> None:
         with self._lock:
-            self._wake = wake
+            self._timers.pop(key, None)
+            target = self._targets.get(key)
+            if target is None or key in self._running:
+                return
+            self._running.add(key)
         try:
-            while True:
-                event.clear()
-                now = time.monotonic()
-                with self._lock:
-                    targets = dict(self._targets)
-                    results = dict(self._results)
-                next_due = float("inf")
-                for key, target in targets.items():
-                    if key in running:
-                        continue
-                    last = results.get(key)
-                    if last is None or last.spec != target.spec:
-                        due = now
-                    else:
-                        due = last.finished + target.spec.interval
-                    if due <= now:
-                        running[key] = asyncio.create_task(one(target))
-                    else:
-                        next_due = min(next_due, due)
-                timeout = None if next_due == float("inf") else max(0.0, next_due - now)
-                woken = asyncio.create_task(event.wait())
-                try:
-                    await asyncio.wait(
-                        {woken, *running.values()},
-                        timeout=timeout,
-                        return_when=asyncio.FIRST_COMPLETED,
-                    )
-                finally:
-                    woken.cancel()
-                self._collect(running)
+            result = await self._plugin.run_blocking(self._run, target, pool=self.POOL)
+        except RuntimeError:  # the plugin closed
+            return
         finally:
             with self._lock:
-                self._wake = None
-            for task in running.values():
-                task.cancel()
-
-    def _collect(self, running: dict[tuple[str, str], asyncio.Task[ProbeResult]]) -> None:
+                self._running.discard(key)
         changed = False
-        for key, task in list(running.items()):
-            if not task.done():
-                continue
-            del running[key]
-            if task.cancelled():
-                continue
-            result = task.result()  # _run never raises
-            with self._lock:
-                if key not in self._targets or self._targets[key].spec != result.spec:
-                    continue
+        with self._lock:
+            current = self._targets.get(key)
+            if current is None:
+                return
+            if current.spec == result.spec:
                 before = self._results.get(key)
                 self._results[key] = result
-            if before is None or (before.ok, before.reason) != (result.ok, result.reason):
-                changed = True
+                changed = before is None or (before.ok, before.reason) != (result.ok, result.reason)
+                self._schedule(key, result.spec.interval)
+            else:
+                self._schedule(key, 0.0)  # the block changed while it ran
         if changed:
             self._on_change()
 
@@ -501,4 +488,8 @@ class Prober:
 
     def close(self) -> None:
         """End every probe's process tree; no probe starts after this."""
+        with self._lock:
+            timers, self._timers = list(self._timers.values()), {}
         self.processes.close()
+        for timer in timers:
+            timer.cancel()
