@@ -104,7 +104,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self._empty: set[tuple[str, str]] = set()
         self._notes: set[str] = set()
         self._refused: dict[tuple[str, str], str] = {}
-        self._usb_unmatched: set[str] = set()
+        self._usb_warned: set[str] = set()  # blocks told "no USB device matches"
         self._prober = Prober(self, self.rescan, self.log)
         self._rescan_at = math.inf
         self._events = EventWatch(self.roots, self.rescan)
@@ -125,6 +125,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         with self._scan_lock:
             self._settings = settings
             self.fingerprint_period = settings.period
+            self._usb_warned.clear()
         self._events.reconfigured()  # new patterns, new inotify watches
         if not settings.kinds:
             self.log.warning(
@@ -260,7 +261,8 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
                     f"{path} is not offered: {why}", extra={"device": label, "path": path}
                 )
         self._refused = scan.refused
-        for label in sorted(scan.usb_unmatched - self._usb_unmatched):
+        # Once per block and config: an unplugged device says "device gone" already.
+        for label in sorted(scan.usb_unmatched - self._usb_warned):
             if scan.usb_bus:
                 self.log.warning(
                     "no USB device matches (yet); its devices appear when one is plugged in",
@@ -272,7 +274,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
                     f" ({self.roots.sys}/bus/usb does not exist)",
                     extra={"device": label},
                 )
-        self._usb_unmatched = scan.usb_unmatched
+        self._usb_warned |= scan.usb_unmatched
         before = {e.key: e for e in previous.entries}
         after = {e.key: e for e in current.entries}
         lines: list[tuple[str, str, Entry, str]] = []
