@@ -24,13 +24,13 @@ USB_MAJOR = 189
 TTY_USB_MAJOR = 188
 
 
-def require_root() -> None:
+def require_root(why: str = "the fake /dev tree is made of real device nodes (mknod)") -> None:
     """Skip without root outside CI; in CI (``CI=true``, run as root) fail instead."""
     if os.geteuid() == 0:
         return
     if os.environ.get("CI") == "true":
-        pytest.fail("CI must run as root: these tests make device nodes with mknod")
-    pytest.skip("needs root: the fake /dev tree is made of real device nodes (mknod)")
+        pytest.fail(f"CI must run as root: {why}")
+    pytest.skip(f"needs root: {why}")
 
 
 @dataclass

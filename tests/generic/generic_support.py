@@ -29,6 +29,15 @@ def start(
     return launched
 
 
+def first_groups(
+    launch: Launcher, config: GenericConfig, env: dict[str, str] | None = None
+) -> tuple[Launched, Groups]:
+    """Start the plugin, configure it, and read the first Fingerprint message."""
+    launched = start(launch, config, env)
+    with launched.client.fingerprint() as stream:
+        return launched, stream.next(15)
+
+
 def by_key(groups: Sequence[DeviceGroup]) -> dict[str, DeviceGroup]:
     return {g.key: g for g in groups}
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from fake_tree import require_root
 
 #: Unix user names made by this branch's tests start with this (see the brief).
 PREFIX = "nd18_"
@@ -54,18 +54,10 @@ class LocalUser:
         return path
 
 
-def require_useradd() -> None:
-    if os.geteuid() == 0:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI must run as root: these tests create an unprivileged user")
-    pytest.skip("needs root: the attack tests create an unprivileged local user")
-
-
 @contextmanager
 def local_user(tag: str) -> Iterator[LocalUser]:
     """A fresh system user, no home, no login shell; deleted on the way out."""
-    require_useradd()
+    require_root("the attack tests create an unprivileged local user")
     name = f"{PREFIX}{tag}{os.getpid()}"[:32]
     subprocess.run(
         ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],

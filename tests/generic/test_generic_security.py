@@ -22,7 +22,7 @@ import grpc
 import pytest
 from conftest import Launched, Launcher
 from fake_tree import FakeTree, mkdirs, require_root
-from generic_support import devices, logged, start, wait_for
+from generic_support import devices, first_groups, logged, start, wait_for
 from local_user import LocalUser, local_user
 
 from nomad_device.host import CallError
@@ -100,9 +100,7 @@ def test_a_users_symlink_to_a_disk_is_not_offered(
         pattern, shown = f"{shared}/*", f"{shared}/pipewire-0"
         why = f"{shared} is owned by uid {attacker.uid}"
     attacker.run("ln", "-s", disk, shared / "pipewire-0")
-    launched = start(launch, config(audio=DeviceBlock(paths=[pattern])), tree.env)
-    with launched.client.fingerprint() as stream:
-        groups = stream.next(15)
+    launched, groups = first_groups(launch, config(audio=DeviceBlock(paths=[pattern])), tree.env)
     assert groups == []
     assert why in refusal(launched, shown)
     with pytest.raises(CallError) as refused:
@@ -128,7 +126,7 @@ def test_a_symlink_to_a_directory_is_never_a_mount_even_roots(
     """Root's own link in root's own directory: a directory goes by its own name only."""
     mkdirs(tree.dev / "data" / "models")
     tree.link("links/models", "../data/models")
-    launched = start(
+    launched, groups = first_groups(
         launch,
         config(
             linked=DeviceBlock(paths=["/dev/links/*"]),
@@ -136,8 +134,6 @@ def test_a_symlink_to_a_directory_is_never_a_mount_even_roots(
         ),
         tree.env,
     )
-    with launched.client.fingerprint() as stream:
-        groups = stream.next(15)
     assert list(devices(groups, "generic/plain/plain")) == ["models"]
     assert not devices(groups, "generic/linked/linked")
     assert "it is a symlink to the directory /dev/data/models" in refusal(
@@ -159,13 +155,11 @@ def test_a_device_through_a_symlink_must_be_the_kernels_node(
     tree.link("disk/by-label/sneaky", "../../stash/copy-of-vda")
     tree.node("mine/raw", "block", 253, 0)
     tree.link("disk/by-label/mine", "../../mine/raw")
-    launched = start(
+    launched, groups = first_groups(
         launch,
         config(disk=DeviceBlock(paths=["/dev/disk/by-label/*", "/dev/mine/*"])),
         tree.env,
     )
-    with launched.client.fingerprint() as stream:
-        groups = stream.next(15)
     # "mine" lies under the block's own patterns: offered, named by the link.
     assert sorted(devices(groups, "generic/disk/disk")) == ["data", "mine"]
     assert (
@@ -252,9 +246,7 @@ def test_files_and_directories_others_can_write_are_not_mounted(
     os.chown(theirs, attacker.uid, attacker.gid)
     tree.char("null0", 1, 3)
     (tree.dev / "null0").chmod(0o666)  # a device's mode says who may use it: fine
-    launched = start(launch, config(thing=DeviceBlock(paths=["/dev/*0"])), tree.env)
-    with launched.client.fingerprint() as stream:
-        groups = stream.next(15)
+    launched, groups = first_groups(launch, config(thing=DeviceBlock(paths=["/dev/*0"])), tree.env)
     assert list(devices(groups, "generic/thing/thing")) == ["null0"]
     assert "the file /dev/open0 is writable by every user (mode 0666)" in refusal(
         launched, "/dev/open0"
