@@ -92,7 +92,8 @@ import ctypes, os, signal, sys
 parent, status_fd, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
 os.set_inheritable(status_fd, False)  # the probe must neither hold nor forge it
 libc = ctypes.CDLL(None, use_errno=True)
-libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+    raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
 stops = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 signal.pthread_sigmask(signal.SIG_BLOCK, stops | {signal.SIGCHLD})
@@ -360,11 +361,14 @@ def _verdict(
     status: str, output: bytes, program: str, result: Callable[[bool, str], ProbeResult]
 ) -> ProbeResult:
     word, _, number = status.partition(" ")
+    if not word:  # the reaper itself failed (its traceback is in the output)
+        line = clean_reason(output.splitlines()[-1] if output.strip() else b"")
+        return result(False, f"probe {program} could not be run: {line or 'no status'}")
     if word == "nostart":
         code = int(number) if number.isdigit() else 0
         return result(False, f"probe {program} could not start: {os.strerror(code).lower()}")
     if word != "exit" or not number.lstrip("-").isdigit():
-        return result(False, "the plugin is stopping" if word == "stopped" else "probe lost")
+        return result(False, "the plugin is stopping")
     code = int(number)
     if code == 0:
         return result(True, "")
