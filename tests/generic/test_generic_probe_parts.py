@@ -64,3 +64,10 @@ def test_no_probe_starts_once_closed() -> None:
 )
 def test_reasons_are_cleaned(output: bytes, reason: str) -> None:
     assert clean_reason(output) == reason
+
+
+def test_a_reaper_that_cannot_run_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python without ctypes, say: the reaper's own last words are the reason."""
+    monkeypatch.setattr(probes, "REAPER", "import sys; print('Traceback ...'); print('no ctypes')")
+    result = run_probe(_target("true"), ProbeProcesses())
+    assert (result.ok, result.reason) == (False, "probe true could not be run: no ctypes")
