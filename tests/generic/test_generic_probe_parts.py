@@ -71,3 +71,10 @@ def test_a_reaper_that_cannot_run_says_why(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(probes, "REAPER", "import sys; print('Traceback ...'); print('no ctypes')")
     result = run_probe(_target("true"), ProbeProcesses())
     assert (result.ok, result.reason) == (False, "probe true could not be run: no ctypes")
+
+
+def test_a_probe_that_closes_its_output_still_times_out() -> None:
+    result = run_probe(
+        _target("sh", "-c", "exec >/dev/null 2>&1; sleep 30", timeout=0.5), ProbeProcesses()
+    )
+    assert (result.ok, result.reason) == (False, "probe timed out after 0.5s")

@@ -339,15 +339,17 @@ def run_probe(target: ProbeTarget, processes: ProbeProcesses) -> ProbeResult:
     try:
         if not processes.add(process):
             return result(False, "the plugin is stopping")
+        deadline = start + spec.timeout
         try:
-            output, ended = _read_output(process, start + spec.timeout)
+            output, ended = _read_output(process, deadline)
+            if ended:  # the output is closed; the probe itself may still run
+                try:
+                    process.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    ended = False
             if not ended:
                 _stop(process)
                 return result(False, f"probe timed out after {spec.timeout:g}s")
-            try:
-                process.wait(STOP_GRACE)  # output closed: the tree is gone or going
-            except subprocess.TimeoutExpired:
-                _stop(process)
         finally:
             processes.discard(process)
             if process.stdout is not None:
