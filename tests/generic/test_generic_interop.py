@@ -74,7 +74,12 @@ def test_go_host_sees_devices_and_device_specs(interop_bin: Path, tmp_path: Path
     )
     assert ok(report["plugin_info"])["name"] == "generic-device"
     schema = ok(report["config_schema"])
-    assert schema["fields"] == ["device", "fingerprint_period", "vanished_grace"]
+    assert schema["fields"] == [
+        "device",
+        "fingerprint_period",
+        "recovery_quiet_period",
+        "vanished_grace",
+    ]
     ok(report["set_config"])
     groups = {
         f"{g['vendor']}/{g['type']}/{g['name']}": g for g in ok(report["fingerprint"])["groups"]
