@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from fake_nomad import allocation, device_group, node
 
-from nomad_device.cli.check import jsonpos
-from nomad_device.cli.check.attribute import Attribute
-from nomad_device.cli.check.nodes import (
+from nomad_device.placement import jsonpos
+from nomad_device.placement.attribute import Attribute
+from nomad_device.placement.nodes import (
     NodeError,
     allocation_from_json,
     load_nodes,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from nomad_device.cli.check.attribute import Attribute
-from nomad_device.cli.check.model import (
+from nomad_device.placement.attribute import Attribute
+from nomad_device.placement.model import (
     Affinity,
     Allocation,
     Constraint,
@@ -20,7 +20,7 @@ from nomad_device.cli.check.model import (
     Task,
     TaskGroup,
 )
-from nomad_device.cli.check.scheduler import check_node, feasibility
+from nomad_device.placement.scheduler import check_node, feasibility
 
 GIB = "GiB"
 
@@ -393,7 +393,7 @@ def test_a_group_without_devices_is_not_judged() -> None:
     ("count", "per_alloc", "fit"), [(3, 1, 2), (2, 2, 1), (4, 1, 2), (1, 3, 0)]
 )
 def test_group_count_capacity(count: int, per_alloc: int, fit: int) -> None:
-    from nomad_device.cli.check.placement import capacity
+    from nomad_device.placement.evaluate import capacity
 
     g = TaskGroup("g", (Task("t", (req("nvidia/gpu/T4", per_alloc),)),), count)
     assert capacity(g, node(t4())) == fit
@@ -401,7 +401,7 @@ def test_group_count_capacity(count: int, per_alloc: int, fit: int) -> None:
 
 def test_many_equal_choices_are_decided_without_listing_them_all() -> None:
     # 9 equal groups and 4 requests: 3024 orders, more than are listed.
-    from nomad_device.cli.check.scheduler import MAX_LEAVES, allocation_outcomes
+    from nomad_device.placement.scheduler import MAX_LEAVES, allocation_outcomes
 
     devices = [NodeDevices("v", "gpu", f"m{i:02}", (Instance(f"d{i}"),)) for i in range(9)]
     g = group(*[(req("gpu"),) for _ in range(4)])

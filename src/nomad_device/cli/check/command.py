@@ -6,16 +6,16 @@ from typing import TYPE_CHECKING
 
 from nomad_device.cli import nomadjson
 from nomad_device.cli.check.explain import render_json, render_text
-from nomad_device.cli.check.jobspec import JobError, load_job
-from nomad_device.cli.check.model import Job, Node
-from nomad_device.cli.check.nodes import (
+from nomad_device.placement.jobspec import JobError, load_job
+from nomad_device.placement.model import Job, Node
+from nomad_device.placement.nodes import (
     NodeError,
     allocation_from_json,
     load_nodes,
     node_from_groups,
     node_from_json,
 )
-from nomad_device.cli.check.placement import evaluate_job, node_skip_reason
+from nomad_device.placement.evaluate import evaluate_job, node_skip_reason
 
 if TYPE_CHECKING:
     from nomad_device.cli.commands import App
@@ -79,7 +79,7 @@ def _from_plugin(app: App) -> list[Node]:
 
 
 def _from_cluster(job: Job) -> tuple[list[Node], str]:
-    from nomad_device.cli.check.nomadapi import ApiConfig, ApiError, NomadApi
+    from nomad_device.placement.cluster import ApiConfig, ApiError, NomadApi
     from nomad_device.cli.commands import Failure
 
     cfg = ApiConfig.from_env()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nomad_device.cli.check.model import DeviceRequest, TaskGroup
-from nomad_device.cli.check.placement import GroupReport, NodeEntry, Report
-from nomad_device.cli.check.scheduler import GroupEval, Leaf, NodeVerdict, Pick, requests_of
+from nomad_device.placement.model import DeviceRequest, TaskGroup
+from nomad_device.placement.evaluate import GroupReport, NodeEntry, Report
+from nomad_device.placement.scheduler import GroupEval, Leaf, NodeVerdict, Pick, requests_of
 from nomad_device.cli.render import Style
 
 __all__ = ["render_json", "render_text"]

@@ -29,10 +29,10 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Final
 
-from nomad_device.cli.check import jsonpos
-from nomad_device.cli.check.model import Affinity, Constraint, DeviceRequest, Job, Task, TaskGroup
-from nomad_device.cli.check.operators import AFFINITY_OPERATORS, compile_regexp
-from nomad_device.cli.check.version import parse_constraint
+from nomad_device.placement import jsonpos
+from nomad_device.placement.model import Affinity, Constraint, DeviceRequest, Job, Task, TaskGroup
+from nomad_device.placement.operators import AFFINITY_OPERATORS, compile_regexp
+from nomad_device.placement.version import parse_constraint
 
 __all__ = ["RENDER_HINT", "JobError", "load_job", "parse_job_text"]
 

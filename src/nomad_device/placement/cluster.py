@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from nomad_device.cli.check import jsonpos
-from nomad_device.cli.check.gostrconv import parse_bool
+from nomad_device.placement import jsonpos
+from nomad_device.placement.gostrconv import parse_bool
 
 __all__ = ["ApiConfig", "ApiError", "NomadApi"]
 
@@ -85,7 +85,7 @@ class NomadApi:
         try:
             import httpx
         except ImportError:
-            from nomad_device.cli.hclconfig import CLI_EXTRA_HINT
+            from nomad_device.wire.agentfile import CLI_EXTRA_HINT
 
             raise ApiError(f"--nomad needs httpx: {CLI_EXTRA_HINT}") from None
         self.cfg = cfg

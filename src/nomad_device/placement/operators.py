@@ -22,11 +22,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from nomad_device.cli.check.attribute import Attribute, NaNComparison, parse_attribute
-from nomad_device.cli.check.version import parse_constraint, parse_version
+from nomad_device.placement.attribute import Attribute, NaNComparison, parse_attribute
+from nomad_device.placement.version import parse_constraint, parse_version
 
 if TYPE_CHECKING:
-    from nomad_device.cli.check.model import NodeDevices
+    from nomad_device.placement.model import NodeDevices
 
 __all__ = [
     "AFFINITY_OPERATORS",
@@ -110,7 +110,7 @@ def compile_regexp(pattern: str) -> object:
     try:
         import re2
     except ImportError:
-        from nomad_device.cli.hclconfig import CLI_EXTRA_HINT
+        from nomad_device.wire.agentfile import CLI_EXTRA_HINT
 
         raise ValueError(
             f"regexp constraints need google-re2 (Go's regexp syntax): {CLI_EXTRA_HINT}"

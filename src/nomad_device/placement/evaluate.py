@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from nomad_device.cli.check.model import Allocation, Job, Node, TaskGroup
-from nomad_device.cli.check.scheduler import NodeVerdict, check_node, requests_of
+from nomad_device.placement.model import Allocation, Job, Node, TaskGroup
+from nomad_device.placement.scheduler import NodeVerdict, check_node, requests_of
 
 __all__ = ["GroupReport", "NodeEntry", "Report", "evaluate_job", "node_skip_reason"]
 

@@ -28,8 +28,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Final
 
-from nomad_device.cli.check.attribute import Attribute
-from nomad_device.cli.check.model import (
+from nomad_device.placement.attribute import Attribute
+from nomad_device.placement.model import (
     Allocation,
     Constraint,
     DeviceRequest,
@@ -37,7 +37,7 @@ from nomad_device.cli.check.model import (
     NodeDevices,
     TaskGroup,
 )
-from nomad_device.cli.check.operators import Target, evaluate, resolve
+from nomad_device.placement.operators import Target, evaluate, resolve
 from nomad_device.golang import quote
 
 __all__ = [

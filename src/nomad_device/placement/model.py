@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nomad_device.cli.check.attribute import Attribute
+from nomad_device.placement.attribute import Attribute
 
 __all__ = [
     "Affinity",
