@@ -544,3 +544,88 @@ def test_go_plugin_source_too_few(tmp_path: Path, go_plugin_setup: tuple[str, Pa
         'beta taken by task "a" (device "interop/file"), gamma taken by task "a" '
         '(device "interop/file"); count = 1'
     )
+
+
+# ------------------------------------------------------ never overstated
+
+IDS_JOB = """\
+job "pair" {
+  datacenters = ["dc1"]
+  group "g" {
+    task "any" {
+      resources {
+        device "nvidia/gpu" {}
+      }
+    }
+    task "pinned" {
+      resources {
+        device "nvidia/gpu" {
+          constraint {
+            attribute = "${device.ids}"
+            operator  = "set_contains"
+            value     = "%s"
+          }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("pinned", ["GPU-aaa", "GPU-bbb"])
+def test_a_random_instance_choice_is_may_place(tmp_path: Path, pinned: str) -> None:
+    # Nomad takes the first task's GPU in Go map order: either one. Reported order
+    # said "does not place" (exit 1) for GPU-aaa and "places" (exit 0) for GPU-bbb.
+    nodes = write(tmp_path / "node.json", json.dumps(node("1111aaaa-2222", "gpu-1", [T4])))
+    job = write(tmp_path / "job.hcl", IDS_JOB % pinned)
+    result = run_cli("check", "--json", str(job), "--node", str(nodes))
+    assert result.returncode == 1, result.stderr
+    entry = json.loads(result.stdout)["TaskGroups"][0]["Nodes"][0]
+    assert entry["Outcome"] == "may"
+    assert sorted(o["Places"] for o in entry["Outcomes"]) == [False, True]
+
+
+def test_every_failing_request_in_one_run(tmp_path: Path) -> None:
+    nodes = write(tmp_path / "node.json", json.dumps(node("1111aaaa-2222", "gpu-1", [T4])))
+    job = write(
+        tmp_path / "job.hcl",
+        """\
+job "four" {
+  datacenters = ["dc1"]
+  group "g" {
+    task "a" {
+      resources {
+        device "nvidia/gpu/V100" {}
+        device "nvidia/gpu" {
+          constraint {
+            attribute = "${device.attr.memory}"
+            operator  = ">="
+            value     = "64 GiB"
+          }
+        }
+      }
+    }
+    task "b" {
+      resources {
+        device "amd/gpu" {}
+        device "nvidia/gpu" {
+          count = 3
+        }
+      }
+    }
+  }
+}
+""",
+    )
+    result = run_cli("check", str(job), "--node", str(nodes))
+    assert result.returncode == 1, result.stderr
+    out = result.stdout
+    assert 'task "a" device "nvidia/gpu/V100" (count 1) cannot be met:' in out
+    assert 'also, task "a" device "nvidia/gpu" (count 1, 1 constraint) cannot be met:' in out
+    assert 'also, task "b" device "amd/gpu" (count 1) cannot be met:' in out
+    assert 'also, task "b" device "nvidia/gpu" (count 3) cannot be met:' in out
+    data = json.loads(run_cli("check", "--json", str(job), "--node", str(nodes)).stdout)
+    (outcome,) = data["TaskGroups"][0]["Nodes"][0]["Outcomes"]
+    assert outcome["Failed"]["Device"] == "nvidia/gpu/V100"
+    assert [f["Device"] for f in outcome["AlsoFailed"]] == ["nvidia/gpu", "amd/gpu", "nvidia/gpu"]

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from nomad_device.placement.model import Allocation, Job, Node, TaskGroup
-from nomad_device.placement.scheduler import NodeVerdict, check_node, requests_of
+from nomad_device.placement.scheduler import NodeVerdict, check_node, first_success, requests_of
 
 __all__ = ["GroupReport", "NodeEntry", "Report", "evaluate_job", "node_skip_reason"]
 
@@ -87,7 +87,11 @@ class Report:
         return all(g.places for g in self.groups)
 
 
-def evaluate_job(job: Job, nodes: list[Node], source: str, *, filters: bool = True) -> Report:
+def evaluate_job(
+    job: Job, nodes: list[Node], source: str, *, filters: bool = True, enterprise: bool = False
+) -> Report:
+    """Judge every task group of the job on every node (``enterprise``: Nomad
+    Enterprise's NUMA rules; Nomad CE refuses a job that asks for NUMA)."""
     groups = []
     for group in job.groups:
         report = GroupReport(group)
@@ -95,16 +99,18 @@ def evaluate_job(job: Job, nodes: list[Node], source: str, *, filters: bool = Tr
             skip = node_skip_reason(node, job, filters=filters)
             entry = NodeEntry(node, skip)
             if not skip and report.asks:
-                entry.verdict = check_node(group, node)
+                entry.verdict = check_node(group, node, enterprise=enterprise)
                 if group.count > 1 and entry.verdict.successes:
-                    entry.capacity = capacity(group, node)
+                    entry.capacity = capacity(group, node, enterprise=enterprise)
             report.entries.append(entry)
         _class_cache(report)
         groups.append(report)
     return Report(job, source, groups)
 
 
-def capacity(group: TaskGroup, node: Node, limit: int | None = None) -> int:
+def capacity(
+    group: TaskGroup, node: Node, limit: int | None = None, *, enterprise: bool = False
+) -> int:
     """How many allocations of the group fit on the node together.
 
     Nomad places a group's allocations one after another, each seeing the
@@ -116,10 +122,9 @@ def capacity(group: TaskGroup, node: Node, limit: int | None = None) -> int:
     placed = 0
     while placed < wanted:
         trial = replace(node, allocations=[*node.allocations, *held])
-        verdict = check_node(group, trial)
-        if not verdict.successes:
+        leaf = first_success(group, trial, enterprise=enterprise)
+        if leaf is None:
             break
-        leaf = verdict.successes[0]
         devices: dict[tuple[str, str, str], tuple[str, ...]] = {}
         for p in leaf.picks:
             devices[p.device.key] = devices.get(p.device.key, ()) + p.ids

@@ -14,13 +14,17 @@ __all__ = [
     "Affinity",
     "Allocation",
     "Constraint",
+    "Core",
     "DeviceRequest",
     "Instance",
     "Job",
     "Node",
     "NodeDevices",
+    "Numa",
     "Task",
     "TaskGroup",
+    "Topology",
+    "equal_bus_id",
     "request_id",
 ]
 
@@ -67,9 +71,26 @@ def request_id(name: str) -> tuple[str, str, str]:
 
 
 @dataclass(frozen=True)
+class Numa:
+    """A task's ``resources { numa { affinity devices } }`` (``structs.NUMA``)."""
+
+    affinity: str = "none"
+    #: Request names, each one of the task's ``device`` blocks.
+    devices: tuple[str, ...] = ()
+
+    @property
+    def requested(self) -> bool:
+        """``NUMA.Requested``: "prefer" or "require"."""
+        return self.affinity not in ("none", "")
+
+
+@dataclass(frozen=True)
 class Task:
     name: str
     devices: tuple[DeviceRequest, ...] = ()
+    numa: Numa | None = None
+    #: ``resources { cores }``: whole cores reserved for the task.
+    cores: int = 0
 
 
 @dataclass(frozen=True)
@@ -95,7 +116,49 @@ class Instance:
     id: str
     healthy: bool = True
     health_description: str = ""
+    #: ``Locality.PciBusID``; None when the instance has no ``Locality``.
     pci_bus_id: str | None = None
+
+
+def equal_bus_id(a: str, b: str) -> bool:
+    """``equalBusID`` (scheduler/feasible/device.go): leading zeros trimmed, then an exact,
+    case-sensitive compare, so ``00000000:3b:00.0`` is ``0000:3b:00.0`` but not ``...:3B:...``."""
+    return a == b or a.lstrip("0") == b.lstrip("0")
+
+
+@dataclass(frozen=True)
+class Core:
+    id: int
+    node: int
+    #: ``Disable``: the client may not use it (outside ``reservable_cores``).
+    disabled: bool = False
+
+
+@dataclass(frozen=True)
+class Topology:
+    """``NodeResources.Processors.Topology``: NUMA nodes, their cores, and which NUMA node
+    each PCI bus is attached to."""
+
+    nodes: tuple[int, ...] = ()
+    cores: tuple[Core, ...] = ()
+    #: ``BusAssociativity`` (sysfs bus address -> NUMA node), or None where the source
+    #: does not carry it: Nomad v2.0.5's HTTP API leaves it out of a node's JSON.
+    bus: dict[str, int] | None = None
+
+    def numa_node_of(self, bus_id: str) -> int | None:
+        """The NUMA node of a device's bus, as ``memoryNodeMatcher`` finds it (None: none)."""
+        if self.bus is None:
+            return None
+        found = self.bus.get(bus_id)
+        if found is not None:
+            return found
+        for key, node in self.bus.items():
+            if equal_bus_id(key, bus_id):
+                return node
+        return None
+
+    def usable_cores(self, node: int) -> frozenset[int]:
+        return frozenset(c.id for c in self.cores if c.node == node and not c.disabled)
 
 
 @dataclass(frozen=True)
@@ -136,6 +199,8 @@ class Allocation:
     client_status: str = ""
     #: (vendor, type, name) -> instance IDs.
     devices: dict[tuple[str, str, str], tuple[str, ...]] = field(default_factory=dict)
+    #: ``Cpu.ReservedCores`` of every task.
+    cores: frozenset[int] = frozenset()
 
     @property
     def short(self) -> str:
@@ -154,6 +219,7 @@ class Node:
     draining: bool = False
     computed_class: str = ""
     allocations: list[Allocation] = field(default_factory=list)
+    topology: Topology | None = None
     #: Where the node came from (a file, the cluster, a plugin), for messages.
     origin: str = ""
 

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nomad_device.model import DeviceGroup
 from nomad_device.placement import jsonpos
 from nomad_device.placement.attribute import Attribute
 from nomad_device.placement.model import Allocation, Instance, Node, NodeDevices
-from nomad_device.model import DeviceGroup
 
 __all__ = ["NodeError", "allocation_from_json", "load_nodes", "node_from_groups", "node_from_json"]
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from nomad_device.cli import nomadjson
 from nomad_device.cli.check.explain import render_json, render_text
+from nomad_device.placement.evaluate import evaluate_job, node_skip_reason
 from nomad_device.placement.jobspec import JobError, load_job
 from nomad_device.placement.model import Job, Node
 from nomad_device.placement.nodes import (
@@ -15,7 +16,6 @@ from nomad_device.placement.nodes import (
     node_from_groups,
     node_from_json,
 )
-from nomad_device.placement.evaluate import evaluate_job, node_skip_reason
 
 if TYPE_CHECKING:
     from nomad_device.cli.commands import App
@@ -79,8 +79,8 @@ def _from_plugin(app: App) -> list[Node]:
 
 
 def _from_cluster(job: Job) -> tuple[list[Node], str]:
-    from nomad_device.placement.cluster import ApiConfig, ApiError, NomadApi
     from nomad_device.cli.commands import Failure
+    from nomad_device.placement.cluster import ApiConfig, ApiError, NomadApi
 
     cfg = ApiConfig.from_env()
     nodes: list[Node] = []
