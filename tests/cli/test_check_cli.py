@@ -629,3 +629,55 @@ job "four" {
     (outcome,) = data["TaskGroups"][0]["Nodes"][0]["Outcomes"]
     assert outcome["Failed"]["Device"] == "nvidia/gpu/V100"
     assert [f["Device"] for f in outcome["AlsoFailed"]] == ["nvidia/gpu", "amd/gpu", "nvidia/gpu"]
+
+
+def test_the_documented_form_with_options_before_the_plugin(tmp_path: Path, agent: Path) -> None:
+    # docs/launcher.md: check JOB [-c agent.hcl | --config-json ...] PLUGIN [ARGS]
+    job = write(tmp_path / "job.hcl", JOB % {"count": 1})
+    result = run_cli("check", str(job), "-q", "-c", str(agent), EXAMPLE)
+    assert result.returncode == 0, result.stderr
+    assert "plugin example-fs-device: places" in result.stdout
+    typo = run_cli("check", str(job), "--nomd")
+    assert typo.returncode == 2 and "unrecognized arguments: --nomd" in typo.stderr
+
+
+def test_a_fingerprint_is_not_a_node(tmp_path: Path, agent: Path) -> None:
+    printed = run_cli("fingerprint", "-q", "--json", "-c", str(agent), EXAMPLE)
+    assert printed.returncode == 0, printed.stderr
+    nodes = write(tmp_path / "fp.json", printed.stdout)
+    job = write(tmp_path / "job.hcl", JOB % {"count": 1})
+    result = run_cli("check", str(job), "--node", str(nodes))
+    assert result.returncode == 2
+    assert "device group of a plugin's fingerprint (`fingerprint --json`), not a node" in (
+        result.stderr
+    )
+    assert "check JOB [-c agent.hcl] PLUGIN" in result.stderr
+
+
+def test_a_typo_in_an_attribute_gets_a_suggestion(tmp_path: Path) -> None:
+    nodes = write(tmp_path / "node.json", json.dumps(node("1111aaaa-2222", "gpu-1", [T4])))
+    job = write(
+        tmp_path / "job.hcl",
+        (GPU_JOB % {"count": 1, "memory": "1 GiB"}).replace(
+            "${device.attr.memory}", "${device.attr.memroy}"
+        ),
+    )
+    result = run_cli("check", str(job), "--node", str(nodes))
+    assert result.returncode == 1
+    assert 'memroy is not set (did you mean "memory"?)' in result.stdout
+
+
+def test_an_unknown_operator_lists_the_operators(tmp_path: Path) -> None:
+    nodes = write(tmp_path / "node.json", json.dumps(node("n", "n", [T4])))
+    job = write(
+        tmp_path / "job.hcl",
+        (GPU_JOB % {"count": 1, "memory": "1 GiB"}).replace(
+            'operator  = ">="', 'operator  = "greater"'
+        ),
+    )
+    result = run_cli("check", str(job), "--node", str(nodes))
+    assert result.returncode == 2
+    assert "unknown constraint type 'greater' (the operators on a device: =, ==, is, !=" in (
+        result.stderr
+    )
+    assert "set_contains_any, is_set, is_not_set)" in result.stderr

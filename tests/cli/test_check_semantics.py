@@ -326,3 +326,14 @@ def test_version_constraint_forms() -> None:
     assert parse_constraint(">= 1.0beta", semver=True) is None
     assert parse_constraint("", semver=False) is None
     assert parse_constraint(">=1.0,<2", semver=False) is not None
+
+
+def test_a_missing_attribute_suggests_one_the_group_has() -> None:
+    dev = NodeDevices("v", "t", "n", (Instance("i"),), {"subsystem": S("usb"), "vendor_id": S("x")})
+    ok, why = evaluate("=", resolve("${device.attr.subsytem}", dev), resolve("usb", dev))
+    assert not ok and why == 'subsytem is not set (did you mean "subsystem"?)'
+    ok, why = evaluate("is_set", resolve("${device.attr.speed}", dev), resolve("", dev))
+    assert why == "speed is not set (the group has subsystem, vendor_id)"
+    bare = NodeDevices("v", "t", "n", (Instance("i"),))
+    _, why = evaluate("=", resolve("${device.attr.x}", bare), resolve("1", bare))
+    assert why == "x is not set (the group has no attributes)"

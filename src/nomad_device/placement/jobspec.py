@@ -31,7 +31,11 @@ from typing import Any, Final
 
 from nomad_device.placement import jsonpos
 from nomad_device.placement.model import Affinity, Constraint, DeviceRequest, Job, Task, TaskGroup
-from nomad_device.placement.operators import AFFINITY_OPERATORS, compile_regexp
+from nomad_device.placement.operators import (
+    AFFINITY_OPERATORS,
+    CONSTRAINT_OPERATORS,
+    compile_regexp,
+)
 from nomad_device.placement.version import parse_constraint
 
 __all__ = ["RENDER_HINT", "JobError", "load_job", "parse_job_text"]
@@ -167,7 +171,10 @@ def constraint_problems(c: Constraint) -> list[str]:
         if c.rtarget:
             problems.append(f"operator {c.operand!r} does not take a value")
     elif c.operand not in AFFINITY_OPERATORS:
-        problems.append(f"unknown constraint type {c.operand!r}")
+        problems.append(
+            f"unknown constraint type {c.operand!r} (the operators on a device: "
+            f"{', '.join(CONSTRAINT_OPERATORS)})"
+        )
     else:
         problems += _operand_problems("constraint", c.operand, c.rtarget)
     if not c.ltarget:
@@ -183,7 +190,10 @@ def affinity_problems(a: Affinity) -> list[str]:
     if not a.operand:
         problems.append("missing affinity operand")
     elif a.operand not in AFFINITY_OPERATORS:
-        problems.append(f"unknown affinity operator {a.operand!r}")
+        problems.append(
+            f"unknown affinity operator {a.operand!r} (the operators of an affinity: "
+            f"{', '.join(AFFINITY_OPERATORS)})"
+        )
     else:
         problems += _operand_problems("affinity", a.operand, a.rtarget)
     if not a.ltarget:

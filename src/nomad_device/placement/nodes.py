@@ -146,6 +146,14 @@ def node_from_json(
     f = _Fields(origin)
     f.obj(node, path)
     node_id = f.string(node, "ID", path)
+    if not node_id and node.get("NodeResources") is None and node.get("Instances") is not None:
+        raise f.fail(
+            node,
+            path,
+            "this is a device group of a plugin's fingerprint (`fingerprint --json`), not a "
+            "node: give check the plugin itself (check JOB [-c agent.hcl] PLUGIN), or a node "
+            "as Nomad shows it (`nomad node status -json <id>`, /v1/node/<id>)",
+        )
     if not node_id and node.get("NodeResources") is None:
         raise f.fail(node, path, "not a Nomad node (no ID and no NodeResources)")
     if not stub_ok and node.get("NodeResources") is None:
