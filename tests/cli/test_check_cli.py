@@ -290,13 +290,14 @@ def test_cluster_subtracts_what_allocations_hold(
     ) in out
     assert "node client-2 (9e4a1d66): not considered: not eligible for scheduling" in out
     assert "node client-3 (7c2b0a44): not considered: in datacenter 'eu1'" in out
-    # the token went in its header, region and namespace as query parameters
+    # the token went in its header, the region as a query parameter; the allocations of
+    # every namespace hold devices, whatever NOMAD_NAMESPACE says
     assert all(h.get("X-Nomad-Token") == "s3cr3t-token" for _, _, h in fake.seen)
-    assert all(
-        q.get("region") == ["global"] and q.get("namespace") == ["prod"] for _, q, _ in fake.seen
-    )
-    asked = {p for p, _, _ in fake.seen}
-    assert asked == {"/v1/nodes", "/v1/node/8d3f0c55-1111", "/v1/node/8d3f0c55-1111/allocations"}
+    assert all(q.get("region") == ["global"] for _, q, _ in fake.seen)
+    assert sorted(fake.asked()) == ["/v1/allocations", "/v1/nodes"]
+    (alloc_query,) = [q for p, q, _ in fake.seen if p == "/v1/allocations"]
+    assert alloc_query["namespace"] == ["*"]
+    assert alloc_query["resources"] == ["true"] and alloc_query["task_states"] == ["false"]
 
 
 def test_cluster_places_when_the_count_fits(

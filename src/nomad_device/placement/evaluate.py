@@ -13,9 +13,22 @@ import re
 from dataclasses import dataclass, field, replace
 
 from nomad_device.placement.model import Allocation, Job, Node, TaskGroup
-from nomad_device.placement.scheduler import NodeVerdict, check_node, first_success, requests_of
+from nomad_device.placement.scheduler import (
+    NodeVerdict,
+    check_node,
+    feasibility,
+    first_success,
+    requests_of,
+)
 
-__all__ = ["GroupReport", "NodeEntry", "Report", "evaluate_job", "node_skip_reason"]
+__all__ = [
+    "GroupReport",
+    "NodeEntry",
+    "Report",
+    "class_candidates",
+    "evaluate_job",
+    "node_skip_reason",
+]
 
 
 def _glob(pattern: str, text: str) -> bool:
@@ -159,3 +172,35 @@ def _class_cache(report: GroupReport) -> None:
                 f'{names} first it skips this node too ("computed class ineligible")'
             )
             e.verdict.outcome = "may"
+
+
+def _class_signature(node: Node) -> tuple[object, ...]:
+    """What of ``Node.ComputeClass``'s input a node list shows (its attributes and meta
+    are not shown): nodes that differ here never share a computed class."""
+    devices = tuple(
+        (
+            d.vendor,
+            d.type,
+            d.name,
+            tuple(sorted((k, a) for k, a in d.attributes.items() if not k.startswith("unique."))),
+        )
+        for d in node.devices
+    )
+    return (node.datacenter, node.node_class, node.node_pool, devices)
+
+
+def class_candidates(job: Job, nodes: list[Node], *, filters: bool = True) -> list[str]:
+    """The nodes whose ``ComputedClass`` can change a verdict: each considered node that
+    Nomad's device check can filter, and the considered nodes that may share its class."""
+    considered = [n for n in nodes if not node_skip_reason(n, job, filters=filters)]
+    buckets: dict[tuple[object, ...], list[Node]] = {}
+    for n in considered:
+        buckets.setdefault(_class_signature(n), []).append(n)
+    wanted: dict[str, None] = {}
+    for group in job.groups:
+        if not requests_of(group):
+            continue
+        for mates in buckets.values():
+            if len(mates) > 1 and any(False in feasibility(group, n) for n in mates):
+                wanted.update(dict.fromkeys(n.id for n in mates))
+    return list(wanted)

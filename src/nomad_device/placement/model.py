@@ -218,6 +218,8 @@ class Node:
     eligibility: str = "eligible"
     draining: bool = False
     computed_class: str = ""
+    #: ``NodeClass``, the operator's word (part of the computed class).
+    node_class: str = ""
     allocations: list[Allocation] = field(default_factory=list)
     topology: Topology | None = None
     #: Where the node came from (a file, the cluster, a plugin), for messages.

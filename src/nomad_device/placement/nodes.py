@@ -15,7 +15,14 @@ from typing import Any
 from nomad_device.model import DeviceGroup
 from nomad_device.placement import jsonpos
 from nomad_device.placement.attribute import Attribute
-from nomad_device.placement.model import Allocation, Instance, Node, NodeDevices
+from nomad_device.placement.model import (
+    Allocation,
+    Core,
+    Instance,
+    Node,
+    NodeDevices,
+    Topology,
+)
 
 __all__ = ["NodeError", "allocation_from_json", "load_nodes", "node_from_groups", "node_from_json"]
 
@@ -29,7 +36,16 @@ class _Fields:
         self.origin = origin
 
     def fail(self, node: jsonpos.Located, path: str, message: str) -> NodeError:
-        return NodeError(f"{self.origin}:{node.line}: {path}: {message}")
+        line = f":{node.line}" if node.line else ""
+        return NodeError(f"{self.origin}{line}: {path}: {message}")
+
+    def whole(self, node: jsonpos.Located, path: str) -> int:
+        value = node.value
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(node, path, f"want a whole number, found {node.kind}")
+        return value
 
     def string(self, parent: jsonpos.Located, name: str, path: str) -> str:
         node = parent.get(name)
@@ -97,6 +113,63 @@ class _Fields:
         )
 
 
+def _topology(f: _Fields, res: jsonpos.Located, rpath: str) -> Topology | None:
+    """``NodeResources.Processors.Topology`` as the API writes it (``numaTopoExt``:
+    ``Nodes``, ``Cores``, ...), and ``BusAssociativity`` where a source has it."""
+    proc = res.get("Processors")
+    if proc is None or proc.value is None:
+        return None
+    ppath = f"{rpath}.Processors"
+    f.obj(proc, ppath)
+    top = proc.get("Topology")
+    if top is None or top.value is None:
+        return None
+    tpath = f"{ppath}.Topology"
+    f.obj(top, tpath)
+    nodes = tuple(
+        f.whole(n, f"{tpath}.Nodes[{i}]") for i, n in enumerate(f.items(top, "Nodes", tpath))
+    )
+    cores = []
+    for i, core in enumerate(f.items(top, "Cores", tpath)):
+        cpath = f"{tpath}.Cores[{i}]"
+        f.obj(core, cpath)
+        ident, numa = core.get("ID"), core.get("NodeID")
+        cores.append(
+            Core(
+                f.whole(ident, f"{cpath}.ID") if ident is not None else 0,
+                f.whole(numa, f"{cpath}.NodeID") if numa is not None else 0,
+                bool(f.boolean(core, "Disable", cpath)),
+            )
+        )
+    bus: dict[str, int] | None = None
+    raw = top.get("BusAssociativity")
+    if raw is not None and raw.value is not None:
+        bus = {
+            key: f.whole(value, f"{tpath}.BusAssociativity[{key!r}]")
+            for key, value in f.mapping(top, "BusAssociativity", tpath).items()
+        }
+        problem = bus_problem(bus)
+        if problem:
+            raise f.fail(raw, f"{tpath}.BusAssociativity", problem)
+    return Topology(nodes, tuple(cores), bus)
+
+
+def bus_problem(bus: dict[str, int]) -> str:
+    """Two keys that ``equalBusID`` takes for one bus, on two NUMA nodes: Nomad would pick
+    one at random (sysfs never has them; a hand-written file might)."""
+    seen: dict[str, tuple[str, int]] = {}
+    for key, node in bus.items():
+        trimmed = key.lstrip("0")
+        other = seen.get(trimmed)
+        if other is not None and other[1] != node:
+            return (
+                f"{other[0]!r} and {key!r} are one bus to Nomad (equalBusID) on two NUMA "
+                f"nodes ({other[1]} and {node})"
+            )
+        seen[trimmed] = (key, node)
+    return ""
+
+
 def _devices(f: _Fields, node: jsonpos.Located, path: str) -> list[NodeDevices]:
     res = node.get("NodeResources")
     if res is None or res.value is None:
@@ -114,7 +187,7 @@ def _devices(f: _Fields, node: jsonpos.Located, path: str) -> list[NodeDevices]:
             locality = inst.get("Locality")
             bus = None
             if locality is not None and isinstance(locality.value, dict):
-                bus = f.string(locality, "PciBusID", f"{ipath}.Locality") or None
+                bus = f.string(locality, "PciBusID", f"{ipath}.Locality")
             instances.append(
                 Instance(
                     f.string(inst, "ID", ipath),
@@ -164,6 +237,10 @@ def node_from_json(
             "ID); use `nomad node status -json <id>` or /v1/node/<id>",
         )
     drain_strategy = node.get("DrainStrategy")
+    res = node.get("NodeResources")
+    topology = None
+    if res is not None and isinstance(res.value, dict):
+        topology = _topology(f, res, f"{path}.NodeResources")
     return Node(
         id=node_id,
         name=f.string(node, "Name", path),
@@ -175,7 +252,9 @@ def node_from_json(
         draining=bool(f.boolean(node, "Drain", path))
         or (drain_strategy is not None and drain_strategy.value is not None),
         computed_class=f.string(node, "ComputedClass", path),
+        node_class=f.string(node, "NodeClass", path),
         origin=origin,
+        topology=topology,
     )
 
 
@@ -210,6 +289,7 @@ def allocation_from_json(alloc: jsonpos.Located, origin: str, path: str) -> Allo
     f = _Fields(origin)
     f.obj(alloc, path)
     held: dict[tuple[str, str, str], list[str]] = {}
+    cores: set[int] = set()
     res = alloc.get("AllocatedResources")
     if res is not None and isinstance(res.value, dict):
         rpath = f"{path}.AllocatedResources"
@@ -218,6 +298,10 @@ def allocation_from_json(alloc: jsonpos.Located, origin: str, path: str) -> Allo
             if task.value is None:
                 continue
             f.obj(task, tpath)
+            cpu = task.get("Cpu")
+            if cpu is not None and isinstance(cpu.value, dict):
+                for ci, core in enumerate(f.items(cpu, "ReservedCores", f"{tpath}.Cpu")):
+                    cores.add(f.whole(core, f"{tpath}.Cpu.ReservedCores[{ci}]"))
             for di, dev in enumerate(f.items(task, "Devices", tpath)):
                 dpath = f"{tpath}.Devices[{di}]"
                 f.obj(dev, dpath)
@@ -236,6 +320,7 @@ def allocation_from_json(alloc: jsonpos.Located, origin: str, path: str) -> Allo
         job_id=f.string(alloc, "JobID", path),
         client_status=f.string(alloc, "ClientStatus", path),
         devices={k: tuple(v) for k, v in held.items()},
+        cores=frozenset(cores),
     )
 
 

@@ -6,16 +6,10 @@ from typing import TYPE_CHECKING
 
 from nomad_device.cli import nomadjson
 from nomad_device.cli.check.explain import render_json, render_text
-from nomad_device.placement.evaluate import evaluate_job, node_skip_reason
+from nomad_device.placement.evaluate import class_candidates, evaluate_job, node_skip_reason
 from nomad_device.placement.jobspec import JobError, load_job
 from nomad_device.placement.model import Job, Node
-from nomad_device.placement.nodes import (
-    NodeError,
-    allocation_from_json,
-    load_nodes,
-    node_from_groups,
-    node_from_json,
-)
+from nomad_device.placement.nodes import NodeError, load_nodes, node_from_groups
 
 if TYPE_CHECKING:
     from nomad_device.cli.commands import App
@@ -80,32 +74,16 @@ def _from_plugin(app: App) -> list[Node]:
 
 def _from_cluster(job: Job) -> tuple[list[Node], str]:
     from nomad_device.cli.commands import Failure
-    from nomad_device.placement.cluster import ApiConfig, ApiError, NomadApi
+    from nomad_device.placement.cluster import ApiConfig, ApiError, read_cluster
 
     cfg = ApiConfig.from_env()
-    nodes: list[Node] = []
     try:
-        with NomadApi(cfg) as api:
-            listing = api.nodes()
-            if not isinstance(listing.value, list):
-                raise Failure(f"{cfg.address}/v1/nodes: expected a list of nodes", 2)
-            for i, stub in enumerate(listing.value):
-                brief = node_from_json(stub, f"{cfg.address}/v1/nodes", f"[{i}]", stub_ok=True)
-                if node_skip_reason(brief, job, filters=True):
-                    nodes.append(brief)  # reported as not considered, with the reason
-                    continue
-                origin = f"{cfg.address}/v1/node/{brief.id}"
-                node = node_from_json(api.node(brief.id), origin)
-                allocs = api.allocations(brief.id)
-                if isinstance(allocs.value, list):
-                    node.allocations = [
-                        allocation_from_json(a, origin + "/allocations", f"[{j}]")
-                        for j, a in enumerate(allocs.value)
-                    ]
-                nodes.append(node)
+        return read_cluster(
+            cfg,
+            lambda node: not node_skip_reason(node, job, filters=True),
+            lambda nodes: class_candidates(job, nodes),
+        )
     except ApiError as exc:
         raise Failure(str(exc), 2) from None
     except NodeError as exc:
         raise Failure(f"unexpected answer from Nomad: {exc}", 2) from None
-    source = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} of the cluster at {cfg.address}"
-    return nodes, source
