@@ -259,6 +259,17 @@ def test_fast_and_slow_readers_agree_on_allocations() -> None:
 
 # golang.org/x/net/http/httpproxy: useProxy and the NO_PROXY matchers (cases written
 # from its rules, not taken from its tests).
+P = "http://p:1"
+
+
+def _no(value: str) -> dict[str, str]:
+    return {"HTTP_PROXY": P, "NO_PROXY": value}
+
+
+def _no_lower(value: str) -> dict[str, str]:
+    return {"HTTP_PROXY": P, "no_proxy": value}
+
+
 PROXY_CASES = [
     ("http://nomad.example:4646", {"HTTP_PROXY": "proxy:3128"}, "http://proxy:3128"),
     ("http://nomad.example:4646", {"http_proxy": "http://p:1"}, "http://p:1"),
@@ -275,36 +286,36 @@ PROXY_CASES = [
     ("http://localhost:4646", {"HTTP_PROXY": "http://p:1"}, None),
     ("http://[::1]:4646", {"HTTP_PROXY": "http://p:1"}, None),
     ("http://[::2]:4646", {"HTTP_PROXY": "http://p:1"}, "http://p:1"),
-    ("http://nomad.example", {"HTTP_PROXY": "http://p:1", "NO_PROXY": "*"}, None),
-    ("http://nomad.example", {"HTTP_PROXY": "http://p:1", "NO_PROXY": "example"}, None),
-    ("http://nomad.example", {"HTTP_PROXY": "http://p:1", "NO_PROXY": "xample"}, "http://p:1"),
-    ("http://nomad.example", {"HTTP_PROXY": "http://p:1", "NO_PROXY": "nomad.example"}, None),
-    ("http://a.nomad.example", {"HTTP_PROXY": "http://p:1", "no_proxy": "nomad.example"}, None),
+    ("http://nomad.example", _no("*"), None),
+    ("http://nomad.example", _no("example"), None),
+    ("http://nomad.example", _no("xample"), "http://p:1"),
+    ("http://nomad.example", _no("nomad.example"), None),
+    ("http://a.nomad.example", _no_lower("nomad.example"), None),
     (
         "http://nomad.example",
-        {"HTTP_PROXY": "http://p:1", "NO_PROXY": ".nomad.example"},
+        _no(".nomad.example"),
         "http://p:1",
     ),
-    ("http://a.nomad.example", {"HTTP_PROXY": "http://p:1", "NO_PROXY": "*.nomad.example"}, None),
+    ("http://a.nomad.example", _no("*.nomad.example"), None),
     (
         "http://anomad.example",
-        {"HTTP_PROXY": "http://p:1", "NO_PROXY": "nomad.example"},
+        _no("nomad.example"),
         "http://p:1",
     ),
     (
         "http://nomad.example:4646",
-        {"HTTP_PROXY": "http://p:1", "NO_PROXY": "nomad.example:80"},
+        _no("nomad.example:80"),
         "http://p:1",
     ),
     (
         "http://nomad.example:4646",
-        {"HTTP_PROXY": "http://p:1", "NO_PROXY": "nomad.example:4646"},
+        _no("nomad.example:4646"),
         None,
     ),
-    ("http://10.1.2.3:4646", {"HTTP_PROXY": "http://p:1", "NO_PROXY": "10.0.0.0/8"}, None),
-    ("http://10.1.2.3:4646", {"HTTP_PROXY": "http://p:1", "NO_PROXY": "10.1.2.3"}, None),
-    ("http://10.1.2.4:4646", {"HTTP_PROXY": "http://p:1", "NO_PROXY": "10.1.2.3"}, "http://p:1"),
-    ("http://NOMAD.Example", {"HTTP_PROXY": "http://p:1", "NO_PROXY": " Nomad.example "}, None),
+    ("http://10.1.2.3:4646", _no("10.0.0.0/8"), None),
+    ("http://10.1.2.3:4646", _no("10.1.2.3"), None),
+    ("http://10.1.2.4:4646", _no("10.1.2.3"), "http://p:1"),
+    ("http://NOMAD.Example", _no(" Nomad.example "), None),
     ("unix:///run/nomad.sock", {"HTTP_PROXY": "http://p:1"}, None),
 ]
 
