@@ -218,7 +218,7 @@ def test_fast_and_slow_readers_agree_on_every_node() -> None:
         body = json.dumps(items).encode()
         want = _slow_nodes(items)
         try:
-            fast: list[object] | None = [_node(s, "w") for s in _NODES.decode(body)]
+            fast: list[object] | None = [_node(s, "w", {}) for s in _NODES.decode(body)]
         except Exception:  # the typed reader declined: decode_nodes reads it slowly
             fast = None
         if fast is not None:
@@ -473,3 +473,20 @@ def test_a_node_file_nested_too_deeply_exits_2(tmp_path: Path) -> None:
     result = run_cli("check", str(job), "--node", str(nodes))
     assert result.returncode == 2, result.stderr
     assert "nested too deeply" in result.stderr
+
+
+def test_the_fast_json_writer_writes_what_the_go_exact_one_does() -> None:
+    from nomad_device.cli.nomadjson import dumps, dumps_prepared, go_number
+
+    rnd = random.Random(3)
+    floats = [0.0, -0.0, 1.0, -2.0, 0.5, 1 / 3, 1e-4, 9.99e-5, 1e-7, 1e15 + 0.5, 1e16, 3e21]
+    floats += [rnd.uniform(-1, 1) for _ in range(50)] + [rnd.choice([1, -1]) / 7 ** 9]
+    tree = {
+        "a": [go_number(f) for f in floats],
+        "b": {"x": "é\n\"q\"", "y": [], "z": {}, "n": None, "t": True, "i": -3},
+        "c": [{"k": go_number(f)} for f in floats[:5]],
+    }
+    for indent in (4, None):
+        assert dumps_prepared(tree, indent) == dumps(
+            {**tree, "a": floats, "c": [{"k": f} for f in floats[:5]]}, indent
+        )

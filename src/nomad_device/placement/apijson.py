@@ -23,7 +23,6 @@ from nomad_device.placement import jsonpos
 from nomad_device.placement.attribute import Attribute
 from nomad_device.placement.model import (
     Allocation,
-    Core,
     Instance,
     Node,
     NodeDevices,
@@ -66,15 +65,8 @@ class _Device(msgspec.Struct):
     Attributes: dict[str, _Attribute] | None = None
 
 
-class _Core(msgspec.Struct):
-    ID: int = 0
-    NodeID: int = 0
-    Disable: bool | None = None
-
-
 class _Topology(msgspec.Struct):
     Nodes: list[int] | None = None
-    Cores: list[_Core] | None = None
     BusAssociativity: dict[str, int] | None = None
 
 
@@ -108,13 +100,8 @@ class _AllocDevice(msgspec.Struct):
     DeviceIDs: list[str] | None = None
 
 
-class _Cpu(msgspec.Struct):
-    ReservedCores: list[int] | None = None
-
-
 class _TaskResources(msgspec.Struct):
     Devices: list[_AllocDevice] | None = None
-    Cpu: _Cpu | None = None
 
 
 class _AllocResources(msgspec.Struct):
@@ -149,7 +136,22 @@ def _attribute(a: _Attribute) -> Attribute:
     )
 
 
-def _node(stub: _NodeStub, origin: str) -> Node:
+#: Attribute maps already built, by their raw fields: a fleet's GPUs mostly report the
+#: same ones, and sharing the map lets the scheduler judge them once.
+Interned = dict[tuple[object, ...], dict[str, Attribute]]
+
+
+def _attributes(raw: dict[str, _Attribute] | None, interned: Interned) -> dict[str, Attribute]:
+    if not raw:
+        return {}
+    key = tuple((k, a.Float, a.Int, a.String, a.Bool, a.Unit) for k, a in raw.items())
+    got = interned.get(key)
+    if got is None:
+        got = interned[key] = {k: _attribute(a) for k, a in raw.items()}
+    return got
+
+
+def _node(stub: _NodeStub, origin: str, interned: Interned) -> Node:
     if not stub.ID and stub.NodeResources is None:
         raise _Slow  # not a node: nodes.py says what it is
     devices = []
@@ -171,18 +173,14 @@ def _node(stub: _NodeStub, origin: str) -> Node:
                         )
                         for i in d.Instances or ()
                     ),
-                    {k: _attribute(a) for k, a in (d.Attributes or {}).items()},
+                    _attributes(d.Attributes, interned),
                 )
             )
         top = res.Processors.Topology if res.Processors is not None else None
         if top is not None:
             if top.BusAssociativity and bus_problem(top.BusAssociativity):
                 raise _Slow
-            topology = Topology(
-                tuple(top.Nodes or ()),
-                tuple(Core(c.ID, c.NodeID, bool(c.Disable)) for c in top.Cores or ()),
-                top.BusAssociativity,
-            )
+            topology = Topology(tuple(top.Nodes or ()), top.BusAssociativity)
     return Node(
         id=stub.ID or "",
         name=stub.Name or "",
@@ -202,13 +200,10 @@ def _node(stub: _NodeStub, origin: str) -> Node:
 
 def _allocation(stub: _AllocStub) -> Allocation:
     held: dict[tuple[str, str, str], list[str]] = {}
-    cores: set[int] = set()
     tasks = stub.AllocatedResources.Tasks if stub.AllocatedResources is not None else None
     for task in (tasks or {}).values():
         if task is None:
             continue
-        if task.Cpu is not None:
-            cores.update(task.Cpu.ReservedCores or ())
         for dev in task.Devices or ():
             if dev.DeviceIDs:
                 key = (dev.Vendor or "", dev.Type or "", dev.Name or "")
@@ -219,7 +214,6 @@ def _allocation(stub: _AllocStub) -> Allocation:
         job_id=stub.JobID or "",
         client_status=stub.ClientStatus or "",
         devices={k: tuple(v) for k, v in held.items()},
-        cores=frozenset(cores),
     )
 
 
@@ -239,10 +233,11 @@ class _Slow(Exception):
     """What the typed reader leaves to ``nodes.py``."""
 
 
-def decode_nodes(body: bytes, where: str) -> list[Node]:
-    """A page of ``/v1/nodes?resources=true``."""
+def decode_nodes(body: bytes, where: str, interned: Interned | None = None) -> list[Node]:
+    """A page of ``/v1/nodes?resources=true`` (``interned``: shared across pages)."""
+    interned = {} if interned is None else interned
     try:
-        return [_node(s, where) for s in _NODES.decode(body)]
+        return [_node(s, where, interned) for s in _NODES.decode(body)]
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, _Slow):
         pass
     return [

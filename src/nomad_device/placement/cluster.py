@@ -151,8 +151,10 @@ class NomadApi:
             self.params["region"] = cfg.region
         if cfg.namespace:
             self.params["namespace"] = cfg.namespace
+        tls = base.startswith("https") or (proxy or "").startswith("https")
         try:
-            verify: ssl.SSLContext | bool = cfg.ssl_context() if base.startswith("https") else True
+            # Plain HTTP needs no context (building httpx's default one costs 50 ms).
+            verify: ssl.SSLContext | bool = cfg.ssl_context() if tls else False
         except (OSError, ssl.SSLError) as exc:
             raise ApiError(f"cannot set up TLS: {exc}") from None
         self._extensions: dict[str, Any] = (
@@ -257,7 +259,7 @@ def read_cluster(
         from nomad_device.wire.agentfile import CLI_EXTRA_HINT
 
         raise ApiError(f"--nomad needs msgspec: {CLI_EXTRA_HINT}") from None
-    from nomad_device.placement.apijson import decode_allocations, decode_nodes
+    from nomad_device.placement.apijson import Interned, decode_allocations, decode_nodes
 
     with NomadApi(cfg) as api:
         held: dict[str, list[Allocation]] = {}
@@ -281,10 +283,11 @@ def read_cluster(
         fetcher = threading.Thread(target=allocations, name="nomad-allocations", daemon=True)
         fetcher.start()
         nodes: list[Node] = []
+        interned: Interned = {}
         try:
             where = f"{cfg.display}/v1/nodes"
             for page in api.pages("/v1/nodes", {"resources": "true"}, NODES_PER_PAGE):
-                nodes.extend(decode_nodes(page, where))
+                nodes.extend(decode_nodes(page, where, interned))
         finally:
             fetcher.join()
         if failure:

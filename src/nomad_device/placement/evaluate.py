@@ -9,14 +9,15 @@ of a class can decide for another; where that matters it is said.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, replace
 
 from nomad_device.placement.model import Allocation, Job, Node, TaskGroup
 from nomad_device.placement.scheduler import (
+    Judgements,
     NodeVerdict,
     check_node,
-    feasibility,
     first_success,
     requests_of,
 )
@@ -33,8 +34,12 @@ __all__ = [
 
 def _glob(pattern: str, text: str) -> bool:
     """ryanuber/go-glob: ``*`` matches any run of characters; nothing else is special."""
-    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
-    return re.fullmatch(regex, text, re.DOTALL) is not None
+    return _compiled(pattern).fullmatch(text) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
 
 
 def node_skip_reason(node: Node, job: Job, *, filters: bool) -> str:
@@ -101,10 +106,17 @@ class Report:
 
 
 def evaluate_job(
-    job: Job, nodes: list[Node], source: str, *, filters: bool = True, enterprise: bool = False
+    job: Job,
+    nodes: list[Node],
+    source: str,
+    *,
+    filters: bool = True,
+    enterprise: bool = False,
+    judge: Judgements | None = None,
 ) -> Report:
     """Judge every task group of the job on every node (``enterprise``: Nomad
     Enterprise's NUMA rules; Nomad CE refuses a job that asks for NUMA)."""
+    judge = judge or Judgements()
     groups = []
     for group in job.groups:
         report = GroupReport(group)
@@ -112,9 +124,9 @@ def evaluate_job(
             skip = node_skip_reason(node, job, filters=filters)
             entry = NodeEntry(node, skip)
             if not skip and report.asks:
-                entry.verdict = check_node(group, node, enterprise=enterprise)
+                entry.verdict = check_node(group, node, enterprise=enterprise, judge=judge)
                 if group.count > 1 and entry.verdict.successes:
-                    entry.capacity = capacity(group, node, enterprise=enterprise)
+                    entry.capacity = capacity(group, node, enterprise=enterprise, judge=judge)
             report.entries.append(entry)
         _class_cache(report)
         groups.append(report)
@@ -122,7 +134,12 @@ def evaluate_job(
 
 
 def capacity(
-    group: TaskGroup, node: Node, limit: int | None = None, *, enterprise: bool = False
+    group: TaskGroup,
+    node: Node,
+    limit: int | None = None,
+    *,
+    enterprise: bool = False,
+    judge: Judgements | None = None,
 ) -> int:
     """How many allocations of the group fit on the node together.
 
@@ -135,7 +152,7 @@ def capacity(
     placed = 0
     while placed < wanted:
         trial = replace(node, allocations=[*node.allocations, *held])
-        leaf = first_success(group, trial, enterprise=enterprise)
+        leaf = first_success(group, trial, enterprise=enterprise, judge=judge)
         if leaf is None:
             break
         devices: dict[tuple[str, str, str], tuple[str, ...]] = {}
@@ -189,9 +206,12 @@ def _class_signature(node: Node) -> tuple[object, ...]:
     return (node.datacenter, node.node_class, node.node_pool, devices)
 
 
-def class_candidates(job: Job, nodes: list[Node], *, filters: bool = True) -> list[str]:
+def class_candidates(
+    job: Job, nodes: list[Node], *, filters: bool = True, judge: Judgements | None = None
+) -> list[str]:
     """The nodes whose ``ComputedClass`` can change a verdict: each considered node that
     Nomad's device check can filter, and the considered nodes that may share its class."""
+    judge = judge or Judgements()
     considered = [n for n in nodes if not node_skip_reason(n, job, filters=filters)]
     buckets: dict[tuple[object, ...], list[Node]] = {}
     for n in considered:
@@ -201,6 +221,6 @@ def class_candidates(job: Job, nodes: list[Node], *, filters: bool = True) -> li
         if not requests_of(group):
             continue
         for mates in buckets.values():
-            if len(mates) > 1 and any(False in feasibility(group, n) for n in mates):
+            if len(mates) > 1 and any(False in judge.feasible(group, n) for n in mates):
                 wanted.update(dict.fromkeys(n.id for n in mates))
     return list(wanted)

@@ -14,7 +14,6 @@ __all__ = [
     "Affinity",
     "Allocation",
     "Constraint",
-    "Core",
     "DeviceRequest",
     "Instance",
     "Job",
@@ -89,8 +88,6 @@ class Task:
     name: str
     devices: tuple[DeviceRequest, ...] = ()
     numa: Numa | None = None
-    #: ``resources { cores }``: whole cores reserved for the task.
-    cores: int = 0
 
 
 @dataclass(frozen=True)
@@ -127,20 +124,11 @@ def equal_bus_id(a: str, b: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Core:
-    id: int
-    node: int
-    #: ``Disable``: the client may not use it (outside ``reservable_cores``).
-    disabled: bool = False
-
-
-@dataclass(frozen=True)
 class Topology:
-    """``NodeResources.Processors.Topology``: NUMA nodes, their cores, and which NUMA node
-    each PCI bus is attached to."""
+    """``NodeResources.Processors.Topology``: the NUMA nodes, and which NUMA node each PCI
+    bus is attached to (its cores are not read: which cores a task gets is not modelled)."""
 
     nodes: tuple[int, ...] = ()
-    cores: tuple[Core, ...] = ()
     #: ``BusAssociativity`` (sysfs bus address -> NUMA node), or None where the source
     #: does not carry it: Nomad v2.0.5's HTTP API leaves it out of a node's JSON.
     bus: dict[str, int] | None = None
@@ -156,9 +144,6 @@ class Topology:
             if equal_bus_id(key, bus_id):
                 return node
         return None
-
-    def usable_cores(self, node: int) -> frozenset[int]:
-        return frozenset(c.id for c in self.cores if c.node == node and not c.disabled)
 
 
 @dataclass(frozen=True)
@@ -199,8 +184,6 @@ class Allocation:
     client_status: str = ""
     #: (vendor, type, name) -> instance IDs.
     devices: dict[tuple[str, str, str], tuple[str, ...]] = field(default_factory=dict)
-    #: ``Cpu.ReservedCores`` of every task.
-    cores: frozenset[int] = frozenset()
 
     @property
     def short(self) -> str:

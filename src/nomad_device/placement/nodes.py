@@ -17,7 +17,6 @@ from nomad_device.placement import jsonpos
 from nomad_device.placement.attribute import Attribute
 from nomad_device.placement.model import (
     Allocation,
-    Core,
     Instance,
     Node,
     NodeDevices,
@@ -114,8 +113,9 @@ class _Fields:
 
 
 def _topology(f: _Fields, res: jsonpos.Located, rpath: str) -> Topology | None:
-    """``NodeResources.Processors.Topology`` as the API writes it (``numaTopoExt``:
-    ``Nodes``, ``Cores``, ...), and ``BusAssociativity`` where a source has it."""
+    """``NodeResources.Processors.Topology`` as the API writes it (``numaTopoExt``: the
+    ``Nodes``; ``Cores`` and ``Distances`` are not needed), and ``BusAssociativity``
+    where a source has it."""
     proc = res.get("Processors")
     if proc is None or proc.value is None:
         return None
@@ -129,18 +129,6 @@ def _topology(f: _Fields, res: jsonpos.Located, rpath: str) -> Topology | None:
     nodes = tuple(
         f.whole(n, f"{tpath}.Nodes[{i}]") for i, n in enumerate(f.items(top, "Nodes", tpath))
     )
-    cores = []
-    for i, core in enumerate(f.items(top, "Cores", tpath)):
-        cpath = f"{tpath}.Cores[{i}]"
-        f.obj(core, cpath)
-        ident, numa = core.get("ID"), core.get("NodeID")
-        cores.append(
-            Core(
-                f.whole(ident, f"{cpath}.ID") if ident is not None else 0,
-                f.whole(numa, f"{cpath}.NodeID") if numa is not None else 0,
-                bool(f.boolean(core, "Disable", cpath)),
-            )
-        )
     bus: dict[str, int] | None = None
     raw = top.get("BusAssociativity")
     if raw is not None and raw.value is not None:
@@ -151,7 +139,7 @@ def _topology(f: _Fields, res: jsonpos.Located, rpath: str) -> Topology | None:
         problem = bus_problem(bus)
         if problem:
             raise f.fail(raw, f"{tpath}.BusAssociativity", problem)
-    return Topology(nodes, tuple(cores), bus)
+    return Topology(nodes, bus)
 
 
 def bus_problem(bus: dict[str, int]) -> str:
@@ -289,7 +277,6 @@ def allocation_from_json(alloc: jsonpos.Located, origin: str, path: str) -> Allo
     f = _Fields(origin)
     f.obj(alloc, path)
     held: dict[tuple[str, str, str], list[str]] = {}
-    cores: set[int] = set()
     res = alloc.get("AllocatedResources")
     if res is not None and isinstance(res.value, dict):
         rpath = f"{path}.AllocatedResources"
@@ -298,10 +285,6 @@ def allocation_from_json(alloc: jsonpos.Located, origin: str, path: str) -> Allo
             if task.value is None:
                 continue
             f.obj(task, tpath)
-            cpu = task.get("Cpu")
-            if cpu is not None and isinstance(cpu.value, dict):
-                for ci, core in enumerate(f.items(cpu, "ReservedCores", f"{tpath}.Cpu")):
-                    cores.add(f.whole(core, f"{tpath}.Cpu.ReservedCores[{ci}]"))
             for di, dev in enumerate(f.items(task, "Devices", tpath)):
                 dpath = f"{tpath}.Devices[{di}]"
                 f.obj(dev, dpath)
@@ -320,7 +303,6 @@ def allocation_from_json(alloc: jsonpos.Located, origin: str, path: str) -> Allo
         job_id=f.string(alloc, "JobID", path),
         client_status=f.string(alloc, "ClientStatus", path),
         devices={k: tuple(v) for k, v in held.items()},
-        cores=frozenset(cores),
     )
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "TERMINAL_CLIENT_STATUSES",
     "Failure",
     "GroupEval",
+    "Judgements",
     "Leaf",
     "NodeVerdict",
     "Pick",
@@ -194,6 +195,8 @@ class Pick:
     instance_choice: bool
     #: The NUMA node the task's devices were bound to (-1: none).
     memory_node: int = ANY_MEMORY_NODE
+    #: The sum of the weights of the affinities the group matched.
+    matched: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -241,7 +244,7 @@ class Leaf:
         total = sum(math.fabs(float(a.weight)) for p in self.picks for a in p.request.affinities)
         if total == 0:
             return None
-        matched = sum(score_group(p.device, p.request)[1] for p in self.picks)
+        matched = sum(p.matched for p in self.picks)
         return matched / total
 
 
@@ -276,12 +279,77 @@ class _TooMany(Exception):
     pass
 
 
-def _serves(dev: NodeDevices, req: DeviceRequest) -> bool:
-    name_ok, failed, _ = device_matches(dev, req)
-    return name_ok and failed is None
+def _serves(answer: tuple[bool, Constraint | None, str]) -> bool:
+    return answer[0] and answer[1] is None
 
 
-def feasibility(group: TaskGroup, node: Node) -> frozenset[bool]:
+class Judgements:
+    """What a device group answers to a request (name and constraints, affinity score),
+    kept across nodes: groups that look alike (vendor, type, name, attributes, and the
+    instance IDs where a request reads ``${device.ids}``) answer alike, and a fleet's
+    nodes mostly look alike. Also each node's feasibility outcomes, asked twice (for the
+    computed classes that matter, then for the verdict). One per job."""
+
+    def __init__(self) -> None:
+        self._looks: dict[tuple[object, ...], int] = {}
+        self._of: dict[int, tuple[object, int]] = {}
+        self._kept: dict[int, object] = {}
+        self._matches: dict[tuple[object, ...], tuple[bool, Constraint | None, str]] = {}
+        self._scores: dict[tuple[object, ...], tuple[float, float]] = {}
+        self._feasible: dict[tuple[int, int], frozenset[bool]] = {}
+
+    def _look(self, dev: NodeDevices) -> int:
+        known = self._of.get(id(dev))
+        if known is None or known[0] is not dev:
+            attrs = self._of.get(id(dev.attributes))
+            if attrs is None or attrs[0] is not dev.attributes:
+                look = tuple(dev.attributes.items())
+                attrs = self._of[id(dev.attributes)] = (
+                    dev.attributes,
+                    self._looks.setdefault(look, len(self._looks)),
+                )
+            full = (dev.vendor, dev.type, dev.name, attrs[1])
+            known = self._of[id(dev)] = (dev, self._looks.setdefault(full, len(self._looks)))
+        return known[1]
+
+    def _key(self, dev: NodeDevices, req: DeviceRequest) -> tuple[object, ...]:
+        self._kept.setdefault(id(req), req)  # the ID stays this request's
+        if _reads_ids(req):
+            return (self._look(dev), id(req), tuple(i.id for i in dev.instances))
+        return (self._look(dev), id(req))
+
+    def match(self, dev: NodeDevices, req: DeviceRequest) -> tuple[bool, Constraint | None, str]:
+        key = self._key(dev, req)
+        got = self._matches.get(key)
+        if got is None:
+            got = self._matches[key] = device_matches(dev, req)
+        return got
+
+    def score(self, dev: NodeDevices, req: DeviceRequest) -> tuple[float, float]:
+        """The group's affinity score for the request, and the weights it matched."""
+        key = self._key(dev, req)
+        got = self._scores.get(key)
+        if got is None:
+            got = self._scores[key] = score_group(dev, req)
+        return got
+
+    def feasible(self, group: TaskGroup, node: Node) -> frozenset[bool]:
+        key = (id(group), id(node))
+        got = self._feasible.get(key)
+        if got is None:
+            self._kept.setdefault(id(group), group)
+            self._kept.setdefault(id(node), node)
+            got = self._feasible[key] = feasibility(group, node, self)
+        return got
+
+
+def _reads_ids(req: DeviceRequest) -> bool:
+    targets = [t for c in req.constraints for t in (c.ltarget, c.rtarget)]
+    targets += [t for a in req.affinities for t in (a.ltarget, a.rtarget)]
+    return "${device.ids}" in targets
+
+
+def feasibility(group: TaskGroup, node: Node, judge: Judgements | None = None) -> frozenset[bool]:
     """``DeviceChecker.hasDevices`` over every order Go's map might give."""
     reqs = [r for _, r in requests_of(group)]
     if not reqs:
@@ -290,7 +358,8 @@ def feasibility(group: TaskGroup, node: Node) -> frozenset[bool]:
         return frozenset({False})
     groups = [d for d in node.devices if any(i.healthy for i in d.instances)]
     start = tuple(sum(1 for i in d.instances if i.healthy) for d in groups)
-    matches = [[_serves(d, r) for d in groups] for r in reqs]
+    judge = judge or Judgements()
+    matches = [[_serves(judge.match(d, r)) for d in groups] for r in reqs]
     memo: dict[tuple[int, tuple[int, ...], int], frozenset[bool]] = {}
     steps = 0
 
@@ -342,6 +411,7 @@ class _Offer:
     group: int
     usable: tuple[str, ...]
     score: float
+    matched: float
 
 
 @dataclass(frozen=True)
@@ -360,8 +430,11 @@ class _TaskPlan:
 class _Walk:
     """Every way the allocation stage can go for one task group on one node."""
 
-    def __init__(self, group: TaskGroup, node: Node, *, enterprise: bool = False) -> None:
+    def __init__(
+        self, group: TaskGroup, node: Node, judge: Judgements, *, enterprise: bool = False
+    ) -> None:
         self.node = node
+        self.judge = judge
         by_key: dict[Key, NodeDevices] = {}
         for dev in node.devices:
             by_key[dev.key] = dev  # Nomad's accounter is a map: the last group of a key wins
@@ -395,8 +468,6 @@ class _Walk:
         self._listing = True
         self._steps = 0
         self._memo: dict[tuple[object, ...], frozenset[bool]] = {}
-        self._matches: dict[tuple[int, int], tuple[bool, Constraint | None, str]] = {}
-        self._scores: dict[tuple[int, int], float] = {}
         self._id_ok: dict[tuple[int, int, str], str] = {}
         self._requests = [r for p in self.plans for r in p.task.devices]
 
@@ -416,18 +487,10 @@ class _Walk:
     # -- per-instance and per-group judgements, cached ------------------------------
 
     def _match(self, gi: int, ri: int) -> tuple[bool, Constraint | None, str]:
-        key = (gi, ri)
-        got = self._matches.get(key)
-        if got is None:
-            got = self._matches[key] = device_matches(self.groups[gi], self._requests[ri])
-        return got
+        return self.judge.match(self.groups[gi], self._requests[ri])
 
-    def _score(self, gi: int, ri: int) -> float:
-        key = (gi, ri)
-        got = self._scores.get(key)
-        if got is None:
-            got = self._scores[key] = score_group(self.groups[gi], self._requests[ri])[0]
-        return got
+    def _score(self, gi: int, ri: int) -> tuple[float, float]:
+        return self.judge.score(self.groups[gi], self._requests[ri])
 
     def _excluded(self, gi: int, ri: int, instance: str) -> str:
         req = self._requests[ri]
@@ -478,7 +541,8 @@ class _Walk:
                 and not self._excluded(gi, ri, i)
             )
             if len(usable) >= req.count:
-                out.append(_Offer(gi, usable, self._score(gi, ri)))
+                score, matched = self._score(gi, ri)
+                out.append(_Offer(gi, usable, score, matched))
         return out
 
     def _evals(self, plan: _TaskPlan, memory: int, ri: int, taken: Taken) -> tuple[GroupEval, ...]:
@@ -678,6 +742,7 @@ class _Walk:
                     tuple(n for n in names if n != dev.label),
                     len(o.usable) > req.count,
                     memory,
+                    o.matched,
                 )
                 out |= self._requests_from(
                     plan, k, memory, rest, step + 1, base, after, (*picks, pick)
@@ -760,12 +825,21 @@ def _compositions(want: int, members: list[list[str]]) -> Iterator[tuple[int, ..
     yield from rec(0, want)
 
 
-def check_node(group: TaskGroup, node: Node, *, enterprise: bool = False) -> NodeVerdict:
-    """The verdict for one task group on one node."""
+def check_node(
+    group: TaskGroup,
+    node: Node,
+    *,
+    enterprise: bool = False,
+    judge: Judgements | None = None,
+    checker: frozenset[bool] | None = None,
+) -> NodeVerdict:
+    """The verdict for one task group on one node (``judge``: answers shared across nodes;
+    ``checker``: the feasibility outcomes when already known)."""
     if not requests_of(group):
         return NodeVerdict(node, group, "none", frozenset({True}), [])
-    checker = feasibility(group, node)
-    walk = _Walk(group, node, enterprise=enterprise)
+    judge = judge or Judgements()
+    checker = judge.feasible(group, node) if checker is None else checker
+    walk = _Walk(group, node, judge, enterprise=enterprise)
     possible = walk.run()
     if walk.unknown_locality and True in possible:
         possible = frozenset({True, False})
@@ -803,8 +877,14 @@ _UNKNOWN_LOCALITY: Final = (
 )
 
 
-def first_success(group: TaskGroup, node: Node, *, enterprise: bool = False) -> Leaf | None:
+def first_success(
+    group: TaskGroup,
+    node: Node,
+    *,
+    enterprise: bool = False,
+    judge: Judgements | None = None,
+) -> Leaf | None:
     """The first outcome that places (reported order, the first of equal groups)."""
-    walk = _Walk(group, node, enterprise=enterprise)
+    walk = _Walk(group, node, judge or Judgements(), enterprise=enterprise)
     walk.run()
     return next((leaf for leaf in walk.leaves if leaf.ok), None)

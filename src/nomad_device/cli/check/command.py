@@ -10,6 +10,7 @@ from nomad_device.placement.evaluate import class_candidates, evaluate_job, node
 from nomad_device.placement.jobspec import JobError, load_job
 from nomad_device.placement.model import Job, Node
 from nomad_device.placement.nodes import NodeError, load_nodes, node_from_groups
+from nomad_device.placement.scheduler import Judgements
 
 if TYPE_CHECKING:
     from nomad_device.cli.commands import App
@@ -46,6 +47,7 @@ def run_check(app: App) -> int:
     except JobError as exc:
         raise Failure(str(exc), 2) from None
     filters = True
+    judge = Judgements()
     if opts.plugin:
         nodes, source = _from_plugin(app), "the first fingerprint of the plugin"
         filters = False
@@ -56,10 +58,10 @@ def run_check(app: App) -> int:
             raise Failure(str(exc), 2) from None
         source = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} from {opts.node_file}"
     else:
-        nodes, source = _from_cluster(job)
-    report = evaluate_job(job, nodes, source, filters=filters)
+        nodes, source = _from_cluster(job, judge)
+    report = evaluate_job(job, nodes, source, filters=filters, judge=judge)
     if opts.json:
-        app.console.print(nomadjson.dumps(render_json(report)))
+        app.console.print(nomadjson.dumps_prepared(render_json(report)))
     else:
         app.console.print(render_text(report, app.style))
     return 0 if report.all_place else 1
@@ -72,7 +74,7 @@ def _from_plugin(app: App) -> list[Node]:
     return [node_from_groups(groups, opened.info.name or "plugin")]
 
 
-def _from_cluster(job: Job) -> tuple[list[Node], str]:
+def _from_cluster(job: Job, judge: Judgements) -> tuple[list[Node], str]:
     from nomad_device.cli.commands import Failure
     from nomad_device.placement.cluster import ApiConfig, ApiError, read_cluster
 
@@ -81,7 +83,7 @@ def _from_cluster(job: Job) -> tuple[list[Node], str]:
         return read_cluster(
             cfg,
             lambda node: not node_skip_reason(node, job, filters=True),
-            lambda nodes: class_candidates(job, nodes),
+            lambda nodes: class_candidates(job, nodes, judge=judge),
         )
     except ApiError as exc:
         raise Failure(str(exc), 2) from None

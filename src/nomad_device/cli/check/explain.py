@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nomad_device.cli.nomadjson import go_number
 from nomad_device.cli.render import Style
 from nomad_device.placement.evaluate import GroupReport, NodeEntry, Report
 from nomad_device.placement.model import DeviceRequest, TaskGroup
@@ -242,7 +243,7 @@ def _pick_json(p: Pick) -> dict[str, Any]:
         "Device": p.request.name,
         "Group": p.device.label,
         "DeviceIDs": list(p.ids),
-        "AffinityScore": p.score if p.request.affinities else None,
+        "AffinityScore": go_number(p.score) if p.request.affinities else None,
         "TiedWith": list(p.tied),
     }
 
@@ -250,7 +251,8 @@ def _pick_json(p: Pick) -> dict[str, Any]:
 def _leaf_json(leaf: Leaf) -> dict[str, Any]:
     out: dict[str, Any] = {"Places": leaf.ok, "Devices": [_pick_json(p) for p in leaf.picks]}
     if leaf.ok:
-        out["NodeDeviceScore"] = leaf.node_score()
+        score = leaf.node_score()
+        out["NodeDeviceScore"] = None if score is None else go_number(score)
         return out
     first, *later = [_failure_json(f) for f in leaf.failures]
     out["Failed"] = first
