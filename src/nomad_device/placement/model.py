@@ -7,6 +7,7 @@ Field names follow Nomad's structs (``RequestedDevice``, ``NodeDeviceResource``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from nomad_device.placement.attribute import Attribute
 
@@ -108,8 +109,9 @@ class Job:
     type: str = "service"
 
 
-@dataclass(frozen=True)
-class Instance:
+class Instance(NamedTuple):
+    """One device of a group (a tuple: a fleet has hundreds of thousands of them)."""
+
     id: str
     healthy: bool = True
     health_description: str = ""

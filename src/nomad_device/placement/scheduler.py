@@ -360,6 +360,12 @@ def feasibility(group: TaskGroup, node: Node, judge: Judgements | None = None) -
     start = tuple(sum(1 for i in d.instances if i.healthy) for d in groups)
     judge = judge or Judgements()
     matches = [[_serves(judge.match(d, r)) for d in groups] for r in reqs]
+    if len(reqs) == 1:
+        # One request takes from the matching groups until it has its count, in whatever
+        # order: the order cannot change the sum.
+        return frozenset(
+            {sum(n for n, ok in zip(start, matches[0], strict=True) if ok) >= reqs[0].count}
+        )
     memo: dict[tuple[int, tuple[int, ...], int], frozenset[bool]] = {}
     steps = 0
 
@@ -403,7 +409,8 @@ def feasibility(group: TaskGroup, node: Node, judge: Judgements | None = None) -
 # ----------------------------------------------------------------- allocation
 
 #: What this walk's requests took: per group (in the accounter's order), instance -> holder.
-Taken = tuple[tuple[tuple[str, Holder], ...], ...]
+#: Never changed in place: a step that takes copies the one group's map.
+Taken = tuple[dict[str, Holder], ...]
 
 
 @dataclass(frozen=True)
@@ -531,15 +538,12 @@ class _Walk:
             name_ok, failed, _ = self._match(gi, ri)
             if not name_ok or failed is not None:
                 continue
-            mine = dict(taken[gi])
-            usable = tuple(
-                i
-                for i in self.healthy[gi]
-                if i not in mine
-                and i not in self.held[gi]
-                and self._local(plan, memory, gi, i)
-                and not self._excluded(gi, ri, i)
-            )
+            mine, held = taken[gi], self.held[gi]
+            usable = tuple(i for i in self.healthy[gi] if i not in mine and i not in held)
+            if memory != ANY_MEMORY_NODE:
+                usable = tuple(i for i in usable if self._local(plan, memory, gi, i))
+            if _filters_instances(req):
+                usable = tuple(i for i in usable if not self._excluded(gi, ri, i))
             if len(usable) >= req.count:
                 score, matched = self._score(gi, ri)
                 out.append(_Offer(gi, usable, score, matched))
@@ -556,7 +560,7 @@ class _Walk:
             if not name_ok or failed is not None:
                 continue
             ev.healthy = len(self.healthy[gi])
-            mine = dict(taken[gi])
+            mine = taken[gi]
             seen: set[str] = set()
             for inst in dev.instances:
                 if inst.id in seen:
@@ -637,7 +641,7 @@ class _Walk:
     # -- the walk ---------------------------------------------------------------------
 
     def run(self) -> frozenset[bool]:
-        empty: Taken = tuple(() for _ in self.groups)
+        empty: Taken = tuple({} for _ in self.groups)
         try:
             return self._tasks(0, empty, ())
         except _TooMany:
@@ -698,15 +702,17 @@ class _Walk:
         picks: tuple[Pick, ...],
     ) -> frozenset[bool]:
         self._tick()
-        key = (plan.index, k, memory, rest, step, _state(base), _state(taken))
+        # While outcomes are listed every path is walked; the memo serves the rest.
+        key = None
         if not self._listing:
+            key = (plan.index, k, memory, rest, step, _state(base), _state(taken))
             hit = self._memo.get(key)
             if hit is not None:
                 return hit
         task = plan.task
         if step == len(task.devices):
             result = self._tasks(plan.index + 1, taken, picks)
-            self._memo[key] = result
+            self._remember(key, result)
             return result
         ri = plan.first + step
         req = self._requests[ri]
@@ -722,7 +728,7 @@ class _Walk:
                 if self._listing:
                     self.leaves.append(self._failed(plan, memory, ri, taken, picks))
                 result = frozenset({False})
-            self._memo[key] = result
+            self._remember(key, result)
             return result
         best = max(o.score for o in offers)
         tied = [o for o in offers if o.score == best]
@@ -752,8 +758,12 @@ class _Walk:
             if len(out) == 2 and not self._listing:
                 break
         result = frozenset(out)
-        self._memo[key] = result
+        self._remember(key, result)
         return result
+
+    def _remember(self, key: tuple[object, ...] | None, result: frozenset[bool]) -> None:
+        if key is not None:
+            self._memo[key] = result
 
     def _failed(
         self, plan: _TaskPlan, memory: int, ri: int, taken: Taken, picks: tuple[Pick, ...]
@@ -797,16 +807,17 @@ class _Walk:
 
 
 def _state(taken: Taken) -> tuple[frozenset[str], ...]:
-    return tuple(frozenset(i for i, _ in g) for g in taken)
+    return tuple(frozenset(g) for g in taken)
 
 
 def _take(taken: Taken, gi: int, ids: Sequence[str], holder: Holder) -> Taken:
-    return (*taken[:gi], (*taken[gi], *((i, holder) for i in ids)), *taken[gi + 1 :])
+    return (*taken[:gi], {**taken[gi], **dict.fromkeys(ids, holder)}, *taken[gi + 1 :])
 
 
 def _stale(taken: Taken) -> Taken:
     return tuple(
-        tuple((i, Holder(h.allocation, h.task, h.request, stale=True)) for i, h in g) for g in taken
+        {i: Holder(h.allocation, h.task, h.request, stale=True) for i, h in g.items()}
+        for g in taken
     )
 
 
@@ -835,7 +846,7 @@ def check_node(
 ) -> NodeVerdict:
     """The verdict for one task group on one node (``judge``: answers shared across nodes;
     ``checker``: the feasibility outcomes when already known)."""
-    if not requests_of(group):
+    if not any(t.devices for t in group.tasks):
         return NodeVerdict(node, group, "none", frozenset({True}), [])
     judge = judge or Judgements()
     checker = judge.feasible(group, node) if checker is None else checker
