@@ -247,14 +247,13 @@ _LIVE_FILTER = " and ".join(f'ClientStatus != "{s}"' for s in _TERMINAL)
 
 
 def _page(
-    items: list[tuple[str, bytes]], query: dict[str, list[str]]
-) -> tuple[list[bytes], str] | str:
-    """Nomad's paginator: items sorted by token, ``per_page`` of them from ``next_token``."""
+    items: list[tuple[str, bytes]], query: dict[str, list[str]], index: dict[str, int]
+) -> tuple[list[bytes], str]:
+    """Nomad's paginator: items sorted by token, ``per_page`` of them from ``next_token``
+    (``index``: token -> position)."""
     per_page = int((query.get("per_page") or ["0"])[0] or 0)
     token = (query.get("next_token") or [""])[0]
-    start = 0
-    if token:
-        start = next((i for i, (key, _) in enumerate(items) if key == token), len(items))
+    start = index.get(token, len(items)) if token else 0
     end = len(items) if per_page <= 0 else min(len(items), start + per_page)
     nxt = items[end][0] if end < len(items) else ""
     return [body for _, body in items[start:end]], nxt
@@ -312,6 +311,7 @@ class FakeNomad:
                     )
                     for key, ns, a in self._allocs
                 ]
+        self._lists: dict[object, tuple[list[tuple[str, bytes]], dict[str, int]]] = {}
         self._node_allocs = {
             node_id: json.dumps(per_node).encode() for node_id, per_node in self.allocations.items()
         }
@@ -341,8 +341,8 @@ class FakeNomad:
                     self.reply(200, fake.override[path])
                 elif path == "/v1/nodes":
                     rich = (query.get("resources") or [""])[0] == "true"
-                    paged = _page(fake._rich if rich else fake._stubs, query)
-                    self.reply_list(paged)
+                    items = fake._rich if rich else fake._stubs
+                    self.reply_list(_page(items, query, fake._indexed(("nodes", rich), items)))
                 elif path == "/v1/allocations":
                     self.allocations(query)
                 elif path.startswith("/v1/node/") and path.endswith("/allocations"):
@@ -361,15 +361,20 @@ class FakeNomad:
                 if wanted not in ("", _LIVE_FILTER):
                     self.reply(400, b"this fake knows one filter expression")
                     return
-                items = [
-                    (key, body)
-                    for key, ns, status, body in fake._alloc_bodies[(resources, states)]
-                    if namespace in ("*", ns) and not (wanted and status in _TERMINAL)
-                ]
-                self.reply_list(_page(items, query))
+                which = ("allocations", resources, states, namespace, wanted)
+                known = fake._lists.get(which)
+                items = (
+                    known[0]
+                    if known is not None
+                    else [
+                        (key, body)
+                        for key, ns, status, body in fake._alloc_bodies[(resources, states)]
+                        if namespace in ("*", ns) and not (wanted and status in _TERMINAL)
+                    ]
+                )
+                self.reply_list(_page(items, query, fake._indexed(which, items)))
 
-            def reply_list(self, paged: tuple[list[bytes], str] | str) -> None:
-                assert not isinstance(paged, str)
+            def reply_list(self, paged: tuple[list[bytes], str]) -> None:
                 bodies, nxt = paged
                 self.reply(200, b"[" + b",".join(bodies) + b"]", nxt)
 
@@ -406,6 +411,12 @@ class FakeNomad:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
         return f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
+
+    def _indexed(self, which: object, items: list[tuple[str, bytes]]) -> dict[str, int]:
+        known = self._lists.get(which)
+        if known is None:
+            known = self._lists[which] = (items, {key: i for i, (key, _) in enumerate(items)})
+        return known[1]
 
     def stop(self) -> None:
         self.server.shutdown()

@@ -480,10 +480,10 @@ def test_the_fast_json_writer_writes_what_the_go_exact_one_does() -> None:
 
     rnd = random.Random(3)
     floats = [0.0, -0.0, 1.0, -2.0, 0.5, 1 / 3, 1e-4, 9.99e-5, 1e-7, 1e15 + 0.5, 1e16, 3e21]
-    floats += [rnd.uniform(-1, 1) for _ in range(50)] + [rnd.choice([1, -1]) / 7 ** 9]
+    floats += [rnd.uniform(-1, 1) for _ in range(50)] + [rnd.choice([1, -1]) / 7**9]
     tree = {
         "a": [go_number(f) for f in floats],
-        "b": {"x": "é\n\"q\"", "y": [], "z": {}, "n": None, "t": True, "i": -3},
+        "b": {"x": 'é\n"q"', "y": [], "z": {}, "n": None, "t": True, "i": -3},
         "c": [{"k": go_number(f)} for f in floats[:5]],
     }
     for indent in (4, None):

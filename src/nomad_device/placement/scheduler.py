@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Final
+from typing import Final, NamedTuple
 
 from nomad_device.golang import quote
 from nomad_device.placement.attribute import Attribute
@@ -78,8 +78,7 @@ ANY_MEMORY_NODE: Final = -1
 Key = tuple[str, str, str]
 
 
-@dataclass(frozen=True)
-class Holder:
+class Holder(NamedTuple):
     """Why an instance is not free: an allocation, or an earlier request of this group."""
 
     allocation: Allocation | None = None
@@ -182,8 +181,9 @@ def _filters_instances(req: DeviceRequest) -> bool:
     return any("${device.ids}" in (c.ltarget, c.rtarget) for c in req.constraints)
 
 
-@dataclass(frozen=True)
-class Pick:
+class Pick(NamedTuple):
+    """What one request took: a group and instance IDs."""
+
     task: str
     request: DeviceRequest
     device: NodeDevices
@@ -413,18 +413,16 @@ def feasibility(group: TaskGroup, node: Node, judge: Judgements | None = None) -
 Taken = tuple[dict[str, Holder], ...]
 
 
-@dataclass(frozen=True)
-class _Offer:
+class _Offer(NamedTuple):
     group: int
     usable: tuple[str, ...]
     score: float
     matched: float
 
 
-@dataclass(frozen=True)
-class _TaskPlan:
+class _TaskPlan(NamedTuple):
     #: Its place among the tasks that ask for devices (the others are skipped).
-    index: int
+    pos: int
     #: Where its requests start in the walk's flat list of requests.
     first: int
     task: Task
@@ -448,10 +446,11 @@ class _Walk:
         self.groups = list(by_key.values())
         self.index = {dev.key: gi for gi, dev in enumerate(self.groups)}
         #: Healthy instances per group, in reported order, each once.
-        self.healthy: list[tuple[str, ...]] = [
-            tuple(dict.fromkeys(i.id for i in dev.instances if i.healthy)) for dev in self.groups
+        self.healthy: list[dict[str, None]] = [
+            dict.fromkeys(i.id for i in dev.instances if i.healthy) for dev in self.groups
         ]
-        self.held: list[dict[str, list[Holder]]] = [{} for _ in self.groups]
+        #: Per group: instance -> the non-terminal allocations that hold it.
+        self.held: list[dict[str, list[Allocation]]] = [{} for _ in self.groups]
         for alloc in node.allocations:
             if alloc.client_status in TERMINAL_CLIENT_STATUSES:
                 continue
@@ -461,7 +460,7 @@ class _Walk:
                     continue
                 for instance in ids:
                     if instance in self.healthy[gi]:
-                        self.held[gi].setdefault(instance, []).append(Holder(allocation=alloc))
+                        self.held[gi].setdefault(instance, []).append(alloc)
         self.plans: list[_TaskPlan] = []
         first = 0
         for t in group.tasks:
@@ -480,9 +479,10 @@ class _Walk:
 
     def _plan(self, index: int, first: int, task: Task, enterprise: bool) -> _TaskPlan:
         numa = task.numa
-        labels = {dev.label for dev in self.groups}
-        bound = frozenset(numa.devices) & labels if numa is not None else frozenset()
-        if not enterprise or numa is None or numa.affinity != "require" or not bound:
+        if not enterprise or numa is None or numa.affinity != "require":
+            return _TaskPlan(index, first, task, (ANY_MEMORY_NODE,), frozenset())
+        bound = frozenset(numa.devices) & {dev.label for dev in self.groups}
+        if not bound:
             # Nomad CE asks for any memory node; without bound devices every node is alike.
             return _TaskPlan(index, first, task, (ANY_MEMORY_NODE,), frozenset())
         topo = self.node.topology
@@ -570,7 +570,7 @@ class _Walk:
                     desc = f" ({quote(inst.health_description)})" if inst.health_description else ""
                     ev.blocked.append((inst.id, "unhealthy" + desc))
                     continue
-                holders = [*self.held[gi].get(inst.id, ())]
+                holders = [Holder(allocation=a) for a in self.held[gi].get(inst.id, ())]
                 if inst.id in mine:
                     holders.append(mine[inst.id])
                 if holders:
@@ -631,7 +631,7 @@ class _Walk:
             if rj != ri and _filters_instances(self._requests[rj])
         ]
         for p in self.plans:
-            if p.index >= plan.index and p.bound:
+            if p.pos >= plan.pos and p.bound:
                 tests.extend(partial(self._local, p, m) for m in p.memory_nodes)
         return tests
 
@@ -705,13 +705,13 @@ class _Walk:
         # While outcomes are listed every path is walked; the memo serves the rest.
         key = None
         if not self._listing:
-            key = (plan.index, k, memory, rest, step, _state(base), _state(taken))
+            key = (plan.pos, k, memory, rest, step, _state(base), _state(taken))
             hit = self._memo.get(key)
             if hit is not None:
                 return hit
         task = plan.task
         if step == len(task.devices):
-            result = self._tasks(plan.index + 1, taken, picks)
+            result = self._tasks(plan.pos + 1, taken, picks)
             self._remember(key, result)
             return result
         ri = plan.first + step
@@ -780,7 +780,7 @@ class _Walk:
         ]
         state = taken
         for p in self.plans:
-            if p.index < plan.index:
+            if p.pos < plan.pos:
                 continue
             m = memory if p is plan else p.memory_nodes[0]
             for rj in range(p.first, p.first + len(p.task.devices)):
