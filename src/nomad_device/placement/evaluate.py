@@ -213,14 +213,16 @@ def class_candidates(
     Nomad's device check can filter, and the considered nodes that may share its class."""
     judge = judge or Judgements()
     considered = [n for n in nodes if not node_skip_reason(n, job, filters=filters)]
+    groups = [g for g in job.groups if any(t.devices for t in g.tasks)]
+    failing = [n for n in considered if any(False in judge.feasible(g, n) for g in groups)]
+    if not failing:
+        return []  # no node can be filtered: no class can carry a failure to another
     buckets: dict[tuple[object, ...], list[Node]] = {}
     for n in considered:
         buckets.setdefault(_class_signature(n), []).append(n)
     wanted: dict[str, None] = {}
-    for group in job.groups:
-        if not requests_of(group):
-            continue
-        for mates in buckets.values():
-            if len(mates) > 1 and any(False in judge.feasible(group, n) for n in mates):
-                wanted.update(dict.fromkeys(n.id for n in mates))
+    for n in failing:
+        mates = buckets[_class_signature(n)]
+        if len(mates) > 1:
+            wanted.update(dict.fromkeys(m.id for m in mates))
     return list(wanted)

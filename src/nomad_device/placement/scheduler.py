@@ -297,6 +297,7 @@ class Judgements:
         self._matches: dict[tuple[object, ...], tuple[bool, Constraint | None, str]] = {}
         self._scores: dict[tuple[object, ...], tuple[float, float]] = {}
         self._feasible: dict[tuple[int, int], frozenset[bool]] = {}
+        self._reads: dict[int, bool] = {}
 
     def _look(self, dev: NodeDevices) -> int:
         known = self._of.get(id(dev))
@@ -313,8 +314,11 @@ class Judgements:
         return known[1]
 
     def _key(self, dev: NodeDevices, req: DeviceRequest) -> tuple[object, ...]:
-        self._kept.setdefault(id(req), req)  # the ID stays this request's
-        if _reads_ids(req):
+        reads = self._reads.get(id(req))
+        if reads is None:
+            self._kept[id(req)] = req  # the ID stays this request's
+            reads = self._reads[id(req)] = _reads_ids(req)
+        if reads:
             return (self._look(dev), id(req), tuple(i.id for i in dev.instances))
         return (self._look(dev), id(req))
 
