@@ -228,9 +228,8 @@ def main() -> None:
     judged = report["TaskGroups"][0]["Nodes"]
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     rss = after.ru_maxrss / 1024
-    print(
-        f"cluster: {args.nodes} nodes, {args.allocations} allocations, {args.delay * 1000:g} ms a request"
-    )
+    size = f"{args.nodes} nodes, {args.allocations} allocations"
+    print(f"cluster: {size}, {args.delay * 1000:g} ms added to every answer")
     print(f"judged: {len(judged)} nodes, {sum(e['Outcome'] == 'places' for e in judged)} place")
     print(
         f"requests: {len(asked)} ({', '.join(f'{asked.count(p)} {p}' for p in sorted(set(asked)))})"
