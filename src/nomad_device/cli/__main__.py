@@ -318,6 +318,7 @@ def main(
         nomad=getattr(ns, "nomad", False),
         variables=getattr(ns, "var", None) or [],
         var_files=getattr(ns, "var_file", None) or [],
+        enterprise=getattr(ns, "enterprise", False),
     )
     console = Console(
         out, err, Style(color_wanted(out, opts.color)), Style(color_wanted(err, opts.color))

@@ -77,6 +77,8 @@ class Numa:
     affinity: str = "none"
     #: Request names, each one of the task's ``device`` blocks.
     devices: tuple[str, ...] = ()
+    #: Where the block was written, for messages (``job.hcl:12``).
+    where: str = ""
 
     @property
     def requested(self) -> bool:

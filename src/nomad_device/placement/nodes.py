@@ -306,8 +306,11 @@ def allocation_from_json(alloc: jsonpos.Located, origin: str, path: str) -> Allo
     )
 
 
-def node_from_groups(groups: Sequence[DeviceGroup], name: str) -> Node:
-    """The node a Nomad client would register with this plugin's first fingerprint."""
+def node_from_groups(
+    groups: Sequence[DeviceGroup], name: str, topology: Topology | None = None
+) -> Node:
+    """The node a Nomad client would register with this plugin's first fingerprint
+    (``topology``: the host's, for NUMA; see ``hosttopology.py``)."""
     devices = [
         NodeDevices(
             g.vendor,
@@ -318,4 +321,6 @@ def node_from_groups(groups: Sequence[DeviceGroup], name: str) -> Node:
         )
         for g in groups
     ]
-    return Node(id=name, name=name, devices=devices, datacenter="", origin="plugin")
+    return Node(
+        id=name, name=name, devices=devices, datacenter="", origin="plugin", topology=topology
+    )

@@ -55,7 +55,7 @@ def _check(app: App) -> int:
     if opts.job == "-" and opts.node_file == "-":
         raise Failure("the job and --node cannot both come from stdin", 2)
     try:
-        job = load_job(opts.job, opts.variables, opts.var_files)
+        job = load_job(opts.job, opts.variables, opts.var_files, enterprise=opts.enterprise)
     except JobError as exc:
         raise Failure(str(exc), 2) from None
     filters = True
@@ -71,7 +71,9 @@ def _check(app: App) -> int:
         source = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} from {opts.node_file}"
     else:
         nodes, source = _from_cluster(job, judge)
-    report = evaluate_job(job, nodes, source, filters=filters, judge=judge)
+    report = evaluate_job(
+        job, nodes, source, filters=filters, enterprise=opts.enterprise, judge=judge
+    )
     if opts.json:
         app.console.print(nomadjson.dumps_prepared(render_json(report)))
     else:
@@ -83,7 +85,9 @@ def _from_plugin(app: App) -> list[Node]:
     opened = app.open()
     pump, groups = app.first_fingerprint(opened)
     pump.cancel()
-    return [node_from_groups(groups, opened.info.name or "plugin")]
+    from nomad_device.placement.hosttopology import host_topology
+
+    return [node_from_groups(groups, opened.info.name or "plugin", host_topology())]
 
 
 def _from_cluster(job: Job, judge: Judgements) -> tuple[list[Node], str]:

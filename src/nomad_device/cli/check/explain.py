@@ -59,6 +59,8 @@ def _node_name(entry: NodeEntry) -> str:
 def _pick_line(p: Pick) -> str:
     ids = ", ".join(p.ids)
     line = f'task "{p.task}" device "{p.request.name}": {p.device.label} [{ids}]'
+    if p.memory_node != ANY_MEMORY_NODE:
+        line += f" on NUMA node {p.memory_node}"
     if p.request.affinities:
         line += f" affinity score {_score(p.score)}"
     return line
@@ -245,6 +247,7 @@ def _pick_json(p: Pick) -> dict[str, Any]:
         "DeviceIDs": list(p.ids),
         "AffinityScore": go_number(p.score) if p.request.affinities else None,
         "TiedWith": list(p.tied),
+        **({"NumaNode": p.memory_node} if p.memory_node != ANY_MEMORY_NODE else {}),
     }
 
 
