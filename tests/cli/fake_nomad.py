@@ -276,6 +276,8 @@ class FakeNomad:
     seen: list[tuple[str, dict[str, list[str]], dict[str, str]]] = field(default_factory=list)
     delay: float = 0.0
     override: dict[str, bytes] = field(default_factory=dict)
+    #: A Content-Length to announce instead of the real one (the body is then cut short).
+    declared: dict[str, int] = field(default_factory=dict)
 
     def _prepare(self) -> None:
         nodes = sorted(self.nodes, key=lambda n: n["ID"])
@@ -337,7 +339,14 @@ class FakeNomad:
                     self.reply(403, b"Permission denied")
                     return
                 path = parts.path
-                if path in fake.override:
+                if path in fake.declared:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(fake.declared[path]))
+                    self.end_headers()
+                    self.wfile.write(fake.override.get(path, b"["))
+                    self.close_connection = True
+                elif path in fake.override:
                     self.reply(200, fake.override[path])
                 elif path == "/v1/nodes":
                     rich = (query.get("resources") or [""])[0] == "true"

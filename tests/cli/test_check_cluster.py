@@ -450,6 +450,20 @@ def test_an_answer_too_large_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
     assert f"{address}/v1/nodes: the answer is larger than 0 MiB" in text
 
 
+def test_an_answer_announced_too_large_is_refused_at_once(tmp_path: Path) -> None:
+    fake = _cluster(2)
+    fake.declared["/v1/nodes"] = 2 * cluster.MAX_ANSWER_BYTES
+    address = fake.start()
+    job = tmp_path / "job.hcl"
+    job.write_text(JOB)
+    try:
+        result = run_cli("check", str(job), "--nomad", env=_env(NOMAD_ADDR=address))
+    finally:
+        fake.stop()
+    assert result.returncode == 2, result.stderr
+    assert f"{address}/v1/nodes: the answer is larger than 128 MiB" in result.stderr
+
+
 def test_an_answer_nested_too_deeply_exits_2(tmp_path: Path) -> None:
     fake = _cluster(2)
     fake.override["/v1/nodes"] = b"[" * 200_000
