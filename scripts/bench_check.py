@@ -177,6 +177,12 @@ def serve(nodes: int, allocations: int, delay: float) -> None:
     fake.stop()
 
 
+def _endpoint(path: str) -> str:
+    if path.startswith("/v1/node/"):
+        return "/v1/node/<id>/allocations" if path.endswith("/allocations") else "/v1/node/<id>"
+    return path
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=10_000)
@@ -231,9 +237,9 @@ def main() -> None:
     size = f"{args.nodes} nodes, {args.allocations} allocations"
     print(f"cluster: {size}, {args.delay * 1000:g} ms added to every answer")
     print(f"judged: {len(judged)} nodes, {sum(e['Outcome'] == 'places' for e in judged)} place")
-    print(
-        f"requests: {len(asked)} ({', '.join(f'{asked.count(p)} {p}' for p in sorted(set(asked)))})"
-    )
+    kinds = [_endpoint(p) for p in asked]
+    counted = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds)))
+    print(f"requests: {len(asked)} ({counted})")
     print(f"wall: {wall:.2f} s   cpu: {cpu:.2f} s   peak RSS: {rss:.0f} MiB")
     print(f"per node: {wall / args.nodes * 1e6:.0f} us wall, {cpu / args.nodes * 1e6:.0f} us cpu")
 

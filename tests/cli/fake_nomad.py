@@ -276,7 +276,7 @@ class FakeNomad:
     seen: list[tuple[str, dict[str, list[str]], dict[str, str]]] = field(default_factory=list)
     delay: float = 0.0
     override: dict[str, bytes] = field(default_factory=dict)
-    #: A Content-Length to announce instead of the real one (the body is then cut short).
+    #: A Content-Length to announce instead of the real one (-1: none at all).
     declared: dict[str, int] = field(default_factory=dict)
 
     def _prepare(self) -> None:
@@ -340,9 +340,13 @@ class FakeNomad:
                     return
                 path = parts.path
                 if path in fake.declared:
+                    # A length that lies, or (-1) none: the body runs until the connection
+                    # closes, so only reading it tells its size.
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(fake.declared[path]))
+                    if fake.declared[path] >= 0:
+                        self.send_header("Content-Length", str(fake.declared[path]))
+                    self.send_header("Connection", "close")
                     self.end_headers()
                     self.wfile.write(fake.override.get(path, b"["))
                     self.close_connection = True

@@ -437,6 +437,7 @@ def test_an_answer_too_large_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(cluster, "MAX_ANSWER_BYTES", 64 * 1024)
     fake = _cluster(2)
     fake.override["/v1/nodes"] = b"[" + b",".join([b'{"ID": "x"}'] * 20_000) + b"]"
+    fake.declared["/v1/nodes"] = -1  # no Content-Length: cut off while it streams
     address = fake.start()
     job = tmp_path / "job.hcl"
     job.write_text(JOB)
@@ -447,7 +448,7 @@ def test_an_answer_too_large_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
     finally:
         fake.stop()
     assert code == 2
-    assert f"{address}/v1/nodes: the answer is larger than 0 MiB" in text
+    assert f"{address}/v1/nodes: the answer is larger than 64 KiB" in text
 
 
 def test_an_answer_announced_too_large_is_refused_at_once(tmp_path: Path) -> None:

@@ -239,9 +239,13 @@ def _text(body: bytes) -> str:
     return body.decode("utf-8", "replace").strip()
 
 
+def _size(n: int) -> str:
+    return f"{n // (1 << 20)} MiB" if n >= 1 << 20 else f"{n // 1024} KiB"
+
+
 def _too_big(where: str) -> str:
     return (
-        f"{where}: the answer is larger than {MAX_ANSWER_BYTES // (1024 * 1024)} MiB, more "
+        f"{where}: the answer is larger than {_size(MAX_ANSWER_BYTES)}, more "
         "than any Nomad page holds: is NOMAD_ADDR a Nomad agent?"
     )
 
