@@ -253,9 +253,15 @@ def main(
         parser.print_help(err)
         return 2
     try:
-        ns = parser.parse_args(routed)
+        ns, extra = parser.parse_known_args(routed)
+        if extra and (ns.command != "check" or extra[0].startswith("-")):
+            # check's plugin may follow its options (check JOB -c agent.hcl PLUGIN ARGS);
+            # anything else left over is what argparse would have refused.
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else 2
+    if extra:
+        ns.args = [*ns.args, *extra]
 
     from nomad_device.cli.commands import App, Failure, Options
 
@@ -312,6 +318,7 @@ def main(
         nomad=getattr(ns, "nomad", False),
         variables=getattr(ns, "var", None) or [],
         var_files=getattr(ns, "var_file", None) or [],
+        enterprise=getattr(ns, "enterprise", False),
     )
     console = Console(
         out, err, Style(color_wanted(out, opts.color)), Style(color_wanted(err, opts.color))
