@@ -19,8 +19,8 @@ from nomad_device.cli.console import Console
 from nomad_device.cli.parsing import parse_count as _count
 from nomad_device.cli.parsing import parse_interval
 from nomad_device.cli.parsing import parse_interval as _seconds
+from nomad_device.cli.process import Interrupted, SignalGuard, resolve_command
 from nomad_device.cli.render import Style, color_wanted
-from nomad_device.cli.session import Interrupted, SignalGuard, resolve_command
 
 __all__ = ["build_parser", "main", "parse_interval"]
 
