@@ -122,6 +122,11 @@ class FakeTree:
             env[ENV_PCI_IDS] = str(self.ids_file)
         return env
 
+    def numa(self, online: str) -> None:
+        """The host's NUMA nodes (``/sys/devices/system/node/online``, ``0-1``)."""
+        node = mkdirs(self.sys / "devices" / "system" / "node")
+        (node / "online").write_text(online + "\n")
+
     def pci_ids(self, text: str) -> Path:
         """A ``pci.ids`` for the plugin to read names from (root's, mode 0644)."""
         share = mkdirs(self.sys.parent / "share")

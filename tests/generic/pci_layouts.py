@@ -53,37 +53,42 @@ def _bridge(tree: FakeTree, address: str, parent: str) -> None:
     tree.pci(address, 0x1022, 0x1483, 0x060400, driver="pcieport", parent=parent, link=Link())
 
 
-def amd_rocm(tree: FakeTree) -> Layout:
-    """Two Instinct MI210 (1002:740f, board 1002:0c34) on two sockets, each behind a PCIe
-    switch (its upstream and downstream ports are functions too). amdgpu registers its DRM
-    device on the function: ``drm/card<N>`` and ``drm/renderD<128+N>`` below it (what ROCm's
-    Kubernetes plugin globs, ``internal/pkg/amdgpu/amdgpu.go``), ``mem_info_vram_total`` on
-    the function (the kernel's amdgpu docs); ``/dev/kfd`` is one virtual device for all
-    GPUs (``/sys/devices/virtual/kfd/kfd``)."""
+def amd_rocm(tree: FakeTree, per_socket: int = 1) -> Layout:
+    """Instinct MI210s (1002:740f, board 1002:0c34), ``per_socket`` on each of two
+    sockets, each behind a PCIe switch whose upstream and downstream ports are functions
+    too. amdgpu registers its DRM device on the function: ``drm/card<N>`` and
+    ``drm/renderD<128+N>`` below it (what ROCm's Kubernetes plugin globs,
+    ``internal/pkg/amdgpu/amdgpu.go``), ``mem_info_vram_total`` on the function (the
+    kernel's amdgpu docs); ``/dev/kfd`` is one virtual device for all GPUs
+    (``/sys/devices/virtual/kfd/kfd``)."""
     layout = Layout()
-    for socket, (domain_root, port, up, down, gpu) in enumerate(
-        (
-            ("pci0000:00", "0000:00:01.1", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0"),
-            ("pci0000:c0", "0000:c0:01.1", "0000:c1:00.0", "0000:c2:00.0", "0000:c3:00.0"),
-        )
+    index = 0
+    for socket, (root, port) in enumerate(
+        (("pci0000:00", "0000:00:01"), ("pci0000:c0", "0000:c0:01"))
     ):
-        _bridge(tree, port, domain_root)
-        _bridge(tree, up, f"{domain_root}/{port}")
-        _bridge(tree, down, f"{domain_root}/{port}/{up}")
-        handle = tree.pci(
-            gpu, 0x1002, 0x740F, 0x038000,
-            subsystem=(0x1002, 0x0C34), driver="amdgpu", numa_node=socket, link=Link(),
-            aer=(0, 0), iommu_group=10 + socket,
-            parent=f"{domain_root}/{port}/{up}/{down}",
-            files={"mem_info_vram_total": f"{64 * GIB}\n"},
-        )  # fmt: skip
-        tree.pci_node(handle, f"drm/card{socket + 1}", f"dri/card{socket + 1}", DRM_MAJOR,
-                      socket + 1, subsystem="drm")  # fmt: skip
-        render = tree.pci_node(handle, f"drm/renderD{128 + socket}",
-                               f"dri/renderD{128 + socket}", DRM_MAJOR, 128 + socket,
-                               subsystem="drm")  # fmt: skip
-        layout.functions[gpu] = handle
-        layout.grants[gpu] = ["/dev/" + str(render.relative_to(tree.dev))]
+        bus = 0x01 if socket == 0 else 0xC1
+        for slot in range(per_socket):
+            first = bus + 3 * slot
+            up, down, gpu = (f"0000:{first + i:02x}:00.0" for i in range(3))
+            port_fn = f"{port}.{slot + 1}"
+            _bridge(tree, port_fn, root)
+            _bridge(tree, up, f"{root}/{port_fn}")
+            _bridge(tree, down, f"{root}/{port_fn}/{up}")
+            handle = tree.pci(
+                gpu, 0x1002, 0x740F, 0x038000,
+                subsystem=(0x1002, 0x0C34), driver="amdgpu", numa_node=socket, link=Link(),
+                aer=(0, 0), iommu_group=10 + index,
+                parent=f"{root}/{port_fn}/{up}/{down}",
+                files={"mem_info_vram_total": f"{64 * GIB}\n"},
+            )  # fmt: skip
+            tree.pci_node(handle, f"drm/card{index + 1}", f"dri/card{index + 1}", DRM_MAJOR,
+                          index + 1, subsystem="drm")  # fmt: skip
+            render = tree.pci_node(handle, f"drm/renderD{128 + index}",
+                                   f"dri/renderD{128 + index}", DRM_MAJOR, 128 + index,
+                                   subsystem="drm")  # fmt: skip
+            layout.functions[gpu] = handle
+            layout.grants[gpu] = ["/dev/" + str(render.relative_to(tree.dev))]
+            index += 1
     tree.virtual_node("kfd/kfd", "kfd", 234, 0, "kfd", "kfd")
     layout.companions = ["/dev/kfd"]
     return layout

@@ -22,6 +22,7 @@ from fake_tree import FakeTree, Link, require_root
 from generic_support import (
     COMMAND,
     Groups,
+    agent_file,
     announce,
     by_key,
     devices,
@@ -46,6 +47,8 @@ from pci_layouts import (
 from nomad_device.model import Attribute, DeviceSpec
 
 pytestmark = pytest.mark.timeout(180)
+
+ALL_PRESETS = ("amd", "intel", "gaudi", "neuron", "alveo", "edgetpu", "passthrough")
 
 
 @pytest.fixture
@@ -245,8 +248,7 @@ def test_every_preset_at_once(launch: Launcher, tree: FakeTree) -> None:
     for build in (amd_rocm, intel_gpu, habana_gaudi, aws_neuron, alveo, coral):
         build(tree)
     vfio_gpu(tree, audio_driver="vfio-pci")
-    labels = ("amd", "intel", "gaudi", "neuron", "alveo", "edgetpu", "passthrough")
-    launched = launch_preset(launch, tree, *labels)
+    launched = launch_preset(launch, tree, *ALL_PRESETS)
     with launched.client.fingerprint() as stream:
         groups = by_key(stream.next(15))
     counts = {key: len(group.devices) for key, group in groups.items()}
@@ -361,3 +363,20 @@ def test_a_bridge_never_brings_the_nodes_of_the_cards_behind_it(
         (address, f"{address} has no device node of its own (bound to pcieport)")
         for address in ("0000:c0:01.1", "0000:c1:00.0", "0000:c2:00.0")
     ]
+
+
+def test_the_presets_pass_the_conformance_suite(tree: FakeTree, tmp_path: Path) -> None:
+    from nomad_device.testing.conformance import SuiteOptions, run_conformance
+
+    for build in (amd_rocm, intel_gpu, habana_gaudi, aws_neuron, alveo, coral):
+        build(tree)
+    vfio_gpu(tree, audio_driver="vfio-pci")
+    agent = tmp_path / "agent.hcl"
+    agent.write_text(agent_file(*ALL_PRESETS))
+    options = SuiteOptions(
+        config_file=agent, env={**os.environ, **tree.env}, plugin_name="nomad-device-generic"
+    )
+    report = run_conformance(COMMAND, options)
+    report.assert_ok(allow_warnings=False)
+    assert "11 device(s)" in report.result("device-groups-valid").summary
+    assert "the same 11 device ID(s) after a restart" in report.result("stable-ids").summary

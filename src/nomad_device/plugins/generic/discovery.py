@@ -441,6 +441,8 @@ class Scanner:
         # The whole disk comes before its partitions in sysfs order.
         sizes = (self._block_size(n) for n in wanted if n.kind == "block")
         size = next((s for s in sizes if s is not None), None)
+        if size is not None:
+            attributes["size"] = size_attribute(size)
         return Found(
             kind.label,
             ident.address,
