@@ -16,6 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
+import grpc
 import pytest
 from conftest import Launched, Launcher
 from fake_tree import FakeTree, Link, require_root
@@ -44,6 +45,7 @@ from pci_layouts import (
     vfio_gpu,
 )
 
+from nomad_device.host import CallError
 from nomad_device.model import Attribute, DeviceSpec
 
 pytestmark = pytest.mark.timeout(180)
@@ -380,3 +382,58 @@ def test_the_presets_pass_the_conformance_suite(tree: FakeTree, tmp_path: Path) 
     report.assert_ok(allow_warnings=False)
     assert "11 device(s)" in report.result("device-groups-valid").summary
     assert "the same 11 device ID(s) after a restart" in report.result("stable-ids").summary
+
+
+# ----------------------------------------------------------------------------- safety
+
+
+def test_a_companion_others_can_write_is_never_offered(launch: Launcher, tree: FakeTree) -> None:
+    """A companion goes through the same rules as every other path (docs/security.md):
+    in a directory every user may write, it could be swapped for a link to a disk."""
+    amd_rocm(tree)
+    shm = tree.dev / "shm"
+    shm.mkdir()
+    shm.chmod(0o1777)
+    tree.node("shm/kfd", "char", 234, 0)
+    launched = launch(COMMAND, env={**os.environ, **tree.env})
+    launched.client.set_config(preset_config_with("amd", "", 'companions = ["/dev/shm/kfd"]'))
+    with launched.client.fingerprint() as stream:
+        assert stream.next(15) == []  # a companion it may not have: no device of the block
+    (line,) = logged(launched, "/dev/shm/kfd is not offered")
+    assert "/dev/shm is writable by every user (mode 1777)" in line
+
+
+def test_reserve_refuses_a_pci_node_that_changed(launch: Launcher, tree: FakeTree) -> None:
+    """No event source and the preset's 30 s period: the snapshot is the one scan. A node
+    swapped for a link to another node since then is refused, not granted."""
+    from nomad_device.sources import DISABLE_ENV
+
+    layout = amd_rocm(tree)
+    launched = launch(COMMAND, env={**os.environ, **tree.env, DISABLE_ENV: "all"})
+    launched.client.set_config(preset_config("amd"))
+    with launched.client.fingerprint() as stream:
+        assert len(devices(stream.next(15), "amd/gpu/instinct")) == 2
+    copy = tree.node("copy-of-a-disk", "block", 8, 0)
+    render = layout.functions["0000:03:00.0"].nodes[1]
+    render.unlink()
+    render.symlink_to(os.path.relpath(copy, render.parent))
+    with pytest.raises(CallError) as refused:
+        launched.client.reserve(["0000:03:00.0"])
+    assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "cannot grant what changed since the last scan: /dev/dri/renderD128" in str(
+        refused.value
+    )
+    assert launched.client.reserve(["0000:c3:00.0"]).devices  # the other one is untouched
+
+
+def test_a_pci_ids_others_can_write_is_not_read(launch: Launcher, tree: FakeTree) -> None:
+    amd_rocm(tree)
+    assert tree.ids_file is not None
+    tree.ids_file.chmod(0o666)
+    launched = launch_preset(launch, tree, "amd")
+    with launched.client.fingerprint() as stream:
+        (group,) = stream.next(15)
+    assert "pci_device_name" not in group.attributes
+    assert group.attributes["pci_device_id"] == Attribute(0x740F)
+    (line,) = logged(launched, "is not read for PCI product names")
+    assert "writable by every user (mode 0666)" in line

@@ -1,6 +1,7 @@
 """What the kernel says about device nodes and USB devices, read from sysfs.
 
-Two questions are asked of sysfs:
+(PCI functions are :mod:`.pci`'s; the node helpers here serve both.) Two
+questions are asked of sysfs:
 
 - for a node ``char 188:0``, which device is it: ``/sys/dev/char/188:0``
   links to its directory, whose ancestors give the subsystem, the PCI function
@@ -34,6 +35,7 @@ __all__ = [
     "SysfsCache",
     "UsbDevice",
     "descendant_nodes",
+    "dev_relative",
     "node_at",
     "read_attr",
     "read_int",
@@ -184,12 +186,23 @@ def usb_devices(roots: Roots) -> list[UsbDevice]:
     return found
 
 
+def dev_relative(name: str) -> str | None:
+    """``name`` if it is a plain path below /dev (``dri/renderD128``), else None."""
+    parts = name.split("/")
+    if not name or name.startswith("/") or ".." in parts or "." in parts or "" in parts:
+        return None
+    return name
+
+
 def node_at(path: str, default_name: str) -> SysNode | None:
-    """The node of the sysfs device at ``path``, if it has one (a ``dev`` file)."""
+    """The node of the sysfs device at ``path``, if it has one (a ``dev`` file) and a name
+    below /dev (``DEVNAME``, else ``default_name``)."""
     numbers = _DEV_NUMBERS.fullmatch((read_attr(os.path.join(path, "dev")) or "").strip())
     if numbers is None:
         return None
-    devname = uevent_of(path).get("DEVNAME") or default_name
+    devname = dev_relative(uevent_of(path).get("DEVNAME") or default_name)
+    if devname is None:
+        return None
     subsystem = subsystem_of(path)
     kind = "block" if subsystem == "block" else "char"
     return SysNode(devname, kind, int(numbers.group(1)), int(numbers.group(2)), subsystem)
@@ -295,10 +308,7 @@ class SysfsCache:
         """The kernel's name for a node (``ttyUSB0``, ``bus/usb/001/004``), relative to
         /dev: ``DEVNAME`` in ``/sys/dev/<kind>/<major>:<minor>/uevent``; None if unknown."""
         name = uevent_of(f"{self.roots.sys}/dev/{kind}/{major}:{minor}").get("DEVNAME", "")
-        parts = name.split("/")
-        if not name or name.startswith("/") or ".." in parts or "" in parts:
-            return None  # not a name under /dev
-        return name
+        return dev_relative(name)
 
     def forget(self) -> None:
         self._cache.clear()
