@@ -319,10 +319,6 @@ class FakeTree:
         for name, text in (files or {}).items():
             mkdirs((syspath / name).parent)
             (syspath / name).write_text(text)
-        (syspath / "uevent").write_text(
-            f"PCI_CLASS={class_code:X}\nPCI_ID={vendor_id:04X}:{device_id:04X}\n"
-            f"PCI_SLOT_NAME={address}\n"
-        )
         listing = mkdirs(self.sys / "bus" / "pci" / "devices") / address
         if listing.is_symlink():
             listing.unlink()
@@ -335,19 +331,49 @@ class FakeTree:
             (syspath / "iommu_group").symlink_to(os.path.relpath(group.parent, syspath))
         return handle
 
+    def set_attr(self, handle: PciHandle, name: str, value: str) -> None:
+        """Change one attribute file of a function, replaced whole (a read of the kernel's
+        is whole: a scan must never see it empty)."""
+        staged = handle.syspath / f".{name}.new"
+        staged.write_text(value + "\n")
+        staged.replace(handle.syspath / name)
+
     def aer(self, syspath: Path, fatal: int, nonfatal: int) -> None:
-        (syspath / "aer_dev_fatal").write_text(aer_text(fatal, "fatal"))
-        (syspath / "aer_dev_nonfatal").write_text(aer_text(nonfatal, "nonfatal"))
+        """The AER totals; each file replaced whole, as a read of the kernel's is whole."""
+        for name, text in (
+            ("aer_dev_fatal", aer_text(fatal, "fatal")),
+            ("aer_dev_nonfatal", aer_text(nonfatal, "nonfatal")),
+        ):
+            if (syspath / name).exists() and (syspath / name).read_text() == text:
+                continue
+            staged = syspath / f".{name}.new"
+            staged.write_text(text)
+            staged.replace(syspath / name)
 
     def bind(self, handle: PciHandle, driver: str | None) -> None:
-        """Bind ``driver`` (None: unbind), as ``/sys/bus/pci/drivers/<name>/bind`` would."""
-        link = handle.syspath / "driver"
+        """Bind ``driver`` (None: unbind), as ``/sys/bus/pci/drivers/<name>/bind`` would:
+        the ``driver`` link, ``enable``, and the ``uevent`` the kernel writes from them
+        (``pci_uevent``: ``DRIVER`` while bound, then the IDs, as on this VM)."""
+        path = handle.syspath
+        link = path / "driver"
         if link.is_symlink():
             link.unlink()
         if driver is not None:
             target = mkdirs(self.sys / "bus" / "pci" / "drivers" / driver)
-            link.symlink_to(os.path.relpath(target, handle.syspath))
-        (handle.syspath / "enable").write_text("1\n" if driver else "0\n")
+            link.symlink_to(os.path.relpath(target, path))
+        (path / "enable").write_text("1\n" if driver else "0\n")
+
+        def hexattr(name: str) -> int:
+            return int((path / name).read_text(), 16)
+
+        lines = [f"DRIVER={driver}"] if driver else []
+        lines += [
+            f"PCI_CLASS={hexattr('class'):X}",
+            f"PCI_ID={hexattr('vendor'):04X}:{hexattr('device'):04X}",
+            f"PCI_SUBSYS_ID={hexattr('subsystem_vendor'):04X}:{hexattr('subsystem_device'):04X}",
+            f"PCI_SLOT_NAME={handle.address}",
+        ]
+        (path / "uevent").write_text("\n".join(lines) + "\n")
 
     def pci_node(
         self,

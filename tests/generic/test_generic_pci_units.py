@@ -362,7 +362,9 @@ def test_aer_marks() -> None:
     assert marks.deadline() is None
     # Fewer than before (removed and back): a new baseline, not a rise.
     assert marks.judge(aer_function(0, 0), 60, 101.0, at) is None
-    assert marks.judge(aer_function(None, None), 60, 102.0, at) is None  # AER went away
+    # A count that cannot be read keeps the last: no rise out of a read that failed.
+    assert marks.judge(aer_function(None, None), 60, 102.0, at) is None
+    assert marks.judge(aer_function(0, 0), 60, 102.5, at) is None
     marks.judge(aer_function(1, 0), 60, 103.0, at)
     marks.keep([])
     assert marks.deadline() is None

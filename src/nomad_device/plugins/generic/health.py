@@ -150,8 +150,8 @@ class AerMarks:
     are its baseline: errors from before are history, not news. A rise of the
     fatal or non-fatal total marks it unhealthy until ``quiet`` seconds pass
     without another; a count that falls (the function was removed and came
-    back) is a new baseline. Correctable errors are not counted: the link
-    recovered from them by itself.
+    back) is a new baseline, and one that cannot be read keeps the last.
+    Correctable errors are not counted: the link recovered from them by itself.
     """
 
     def __init__(self) -> None:
@@ -162,9 +162,14 @@ class AerMarks:
     def judge(self, function: PciFunction, quiet: float, now: float, stamp: str) -> str | None:
         """The reason a rise makes ``function`` unhealthy now, or None."""
         key = function.address
-        counts = _Counts(function.aer_fatal, function.aer_nonfatal)
         with self._lock:
             before = self._counts.get(key)
+            counts = _Counts(function.aer_fatal, function.aer_nonfatal)
+            if before is not None:  # a count that cannot be read now is no count of zero
+                counts = _Counts(
+                    before.fatal if counts.fatal is None else counts.fatal,
+                    before.nonfatal if counts.nonfatal is None else counts.nonfatal,
+                )
             self._counts[key] = counts
             rises = [] if before is None else _rises(before, counts)
             if rises:

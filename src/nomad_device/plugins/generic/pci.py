@@ -5,8 +5,10 @@
 (``Documentation/ABI/testing/sysfs-bus-pci``, ``sysfs-bus-pci-devices-aer``)
 or the drivers' own:
 
-- identity: ``vendor``, ``device``, ``class``, ``subsystem_vendor``,
-  ``subsystem_device`` and the ``driver`` link;
+- identity: ``PCI_ID``, ``PCI_SUBSYS_ID``, ``PCI_CLASS`` and ``DRIVER`` from
+  its ``uevent`` (one read per function, for every function at every scan),
+  else ``vendor``, ``device``, ``class``, ``subsystem_*`` and the ``driver``
+  link;
 - locality: ``numa_node`` (``-1``: the platform says nothing);
 - state: ``enable``, ``current_link_speed`` / ``_width``, ``max_link_speed``
   / ``_width`` (PCIe only), ``aer_dev_fatal`` / ``aer_dev_nonfatal`` (their
@@ -44,6 +46,7 @@ from nomad_device.plugins.generic.sysfs import (
     node_at,
     read_attr,
     read_int,
+    uevent_of,
 )
 
 __all__ = [
@@ -96,7 +99,7 @@ class PciIdentity:
     """What a matcher looks at: cheap to read for every function on the host."""
 
     address: str  # "0000:3b:00.0", as sysfs names it (and Nomad's topology compares)
-    syspath: str  # the function's directory under /sys/devices
+    syspath: str  # /sys/bus/pci/devices/<address>, the link to its directory
     vendor_id: int
     device_id: int
     class_code: int  # 24 bits: class, subclass, programming interface
@@ -166,26 +169,58 @@ def _driver(syspath: str) -> str | None:
         return None
 
 
-def _identity(address: str, syspath: str) -> PciIdentity | None:
-    vendor = _hex_attr(os.path.join(syspath, "vendor"))
-    device = _hex_attr(os.path.join(syspath, "device"))
-    code = _hex_attr(os.path.join(syspath, "class"))
-    if vendor is None or device is None or code is None:
+def _ids(text: str | None) -> tuple[int, int] | None:
+    """``1AF4:1042`` (``PCI_ID``, ``PCI_SUBSYS_ID``) as two numbers."""
+    first, sep, second = (text or "").partition(":")
+    try:
+        return (int(first, 16), int(second, 16)) if sep else None
+    except ValueError:
         return None
+
+
+def _identity(address: str, syspath: str) -> PciIdentity | None:
+    """From the function's ``uevent``, one read: the kernel writes ``PCI_ID``,
+    ``PCI_SUBSYS_ID``, ``PCI_CLASS`` and, while one is bound, ``DRIVER`` there
+    (``pci_uevent``); the separate attribute files where it does not."""
+    event = uevent_of(syspath)
+    ids = _ids(event.get("PCI_ID"))
+    try:
+        code: int | None = int(event["PCI_CLASS"], 16)
+    except (KeyError, ValueError):
+        code = None
+    if ids is None or code is None:
+        vendor = _hex_attr(os.path.join(syspath, "vendor"))
+        device = _hex_attr(os.path.join(syspath, "device"))
+        code = _hex_attr(os.path.join(syspath, "class"))
+        if vendor is None or device is None or code is None:
+            return None
+        ids = (vendor, device)
+        subsystem = (
+            _hex_attr(os.path.join(syspath, "subsystem_vendor")),
+            _hex_attr(os.path.join(syspath, "subsystem_device")),
+        )
+        driver = _driver(syspath)
+    else:
+        sub = _ids(event.get("PCI_SUBSYS_ID"))
+        subsystem = sub if sub is not None else (None, None)
+        driver = event.get("DRIVER") or None
     return PciIdentity(
         address=address,
         syspath=syspath,
-        vendor_id=vendor,
-        device_id=device,
+        vendor_id=ids[0],
+        device_id=ids[1],
         class_code=code,
-        subsystem_vendor_id=_hex_attr(os.path.join(syspath, "subsystem_vendor")),
-        subsystem_device_id=_hex_attr(os.path.join(syspath, "subsystem_device")),
-        driver=_driver(syspath),
+        subsystem_vendor_id=subsystem[0],
+        subsystem_device_id=subsystem[1],
+        driver=driver,
     )
 
 
 def pci_functions(roots: Roots) -> list[PciIdentity]:
-    """Every PCI function the kernel lists, by address; unreadable ones skipped."""
+    """Every PCI function the kernel lists, by address; unreadable ones skipped.
+
+    Read through the ``/sys/bus/pci/devices`` links (no ``realpath``: a scan that a
+    uevent starts reads every function, so each costs one file)."""
     base = os.path.join(roots.sys, "bus", "pci", "devices")
     try:
         names = sorted(os.listdir(base))
@@ -195,7 +230,7 @@ def pci_functions(roots: Roots) -> list[PciIdentity]:
     for name in names:
         if not PCI_ADDRESS.fullmatch(name):
             continue
-        ident = _identity(name.lower(), os.path.realpath(os.path.join(base, name)))
+        ident = _identity(name.lower(), os.path.join(base, name))
         if ident is not None:
             found.append(ident)
     return found
