@@ -46,7 +46,7 @@ from pci_layouts import (
 )
 
 from nomad_device.host import CallError
-from nomad_device.model import Attribute, DeviceSpec
+from nomad_device.model import Attribute, DeviceGroup, DeviceSpec
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -67,6 +67,14 @@ def launch_preset(launch: Launcher, tree: FakeTree, *labels: str) -> Launched:
     return launched
 
 
+def preset_group(launch: Launcher, tree: FakeTree, label: str) -> tuple[Launched, DeviceGroup]:
+    """The preset's plugin and the one group of its first Fingerprint message."""
+    launched = launch_preset(launch, tree, label)
+    with launched.client.fingerprint() as stream:
+        (group,) = stream.next(15)
+    return launched, group
+
+
 def specs(layout: Layout, tree: FakeTree, address: str) -> tuple[DeviceSpec, ...]:
     """What a reservation of one device grants: its nodes, then the companions."""
     paths = [*layout.grants[address], *layout.companions]
@@ -83,9 +91,7 @@ def reason(groups: Groups, key: str, device: str) -> str:
 
 def test_amd_gpus_with_rocm(launch: Launcher, tree: FakeTree) -> None:
     layout = amd_rocm(tree)
-    launched = launch_preset(launch, tree, "amd")
-    with launched.client.fingerprint() as stream:
-        (group,) = stream.next(15)
+    launched, group = preset_group(launch, tree, "amd")
     assert group.key == "amd/gpu/instinct"
     # The switch ports are functions too (class 06); only the GPUs match.
     assert [(d.id, d.healthy, d.pci_bus_id) for d in group.devices] == [
@@ -148,9 +154,7 @@ def test_a_driver_unbound_and_bound_again(launch: Launcher, tree: FakeTree) -> N
 
 def test_intel_gpus_bring_card_and_render_nodes_only(launch: Launcher, tree: FakeTree) -> None:
     layout = intel_gpu(tree)
-    launched = launch_preset(launch, tree, "intel")
-    with launched.client.fingerprint() as stream:
-        (group,) = stream.next(15)
+    launched, group = preset_group(launch, tree, "intel")
     assert group.key == "intel/gpu/intel"
     (device,) = group.devices
     assert (device.id, device.healthy) == ("0000:83:00.0", True), device
@@ -165,9 +169,7 @@ def test_intel_gpus_bring_card_and_render_nodes_only(launch: Launcher, tree: Fak
 
 def test_habana_gaudi_with_its_control_nodes(launch: Launcher, tree: FakeTree) -> None:
     layout = habana_gaudi(tree)
-    launched = launch_preset(launch, tree, "gaudi")
-    with launched.client.fingerprint() as stream:
-        (group,) = stream.next(15)
+    launched, group = preset_group(launch, tree, "gaudi")
     assert group.key == "habana/gaudi/gaudi"
     assert [d.id for d in group.devices] == ["0000:33:00.0", "0000:9a:00.0"]
     assert all(d.healthy for d in group.devices), group.devices
@@ -180,9 +182,7 @@ def test_habana_gaudi_with_its_control_nodes(launch: Launcher, tree: FakeTree) -
 
 def test_aws_neuron_by_paths(launch: Launcher, tree: FakeTree) -> None:
     aws_neuron(tree)
-    launched = launch_preset(launch, tree, "neuron")
-    with launched.client.fingerprint() as stream:
-        (group,) = stream.next(15)
+    launched, group = preset_group(launch, tree, "neuron")
     assert group.key == "aws/neuron/neuron"
     assert [(d.id, d.healthy, d.pci_bus_id) for d in group.devices] == [
         ("neuron0", True, None),  # the driver's nodes belong to no function in sysfs
@@ -194,9 +194,7 @@ def test_aws_neuron_by_paths(launch: Launcher, tree: FakeTree) -> None:
 
 def test_alveo_user_functions(launch: Launcher, tree: FakeTree) -> None:
     layout = alveo(tree)
-    launched = launch_preset(launch, tree, "alveo")
-    with launched.client.fingerprint() as stream:
-        (group,) = stream.next(15)
+    launched, group = preset_group(launch, tree, "alveo")
     assert group.key == "xilinx/fpga/alveo"
     (device,) = group.devices
     assert (device.id, device.healthy) == ("0000:d8:00.1", True), device
@@ -208,9 +206,7 @@ def test_alveo_user_functions(launch: Launcher, tree: FakeTree) -> None:
 
 def test_coral_pcie_tpus(launch: Launcher, tree: FakeTree) -> None:
     layout = coral(tree)
-    launched = launch_preset(launch, tree, "edgetpu")
-    with launched.client.fingerprint() as stream:
-        (group,) = stream.next(15)
+    launched, group = preset_group(launch, tree, "edgetpu")
     assert group.key == "google/edgetpu/edgetpu"
     assert [d.id for d in group.devices] == ["0000:05:00.0", "0000:06:00.0"]
     assert group.attributes["pci_bandwidth"] == Attribute(512, "MB/s")  # gen 2 x1
@@ -439,9 +435,7 @@ def test_a_pci_ids_others_can_write_is_not_read(launch: Launcher, tree: FakeTree
     amd_rocm(tree)
     assert tree.ids_file is not None
     tree.ids_file.chmod(0o666)
-    launched = launch_preset(launch, tree, "amd")
-    with launched.client.fingerprint() as stream:
-        (group,) = stream.next(15)
+    launched, group = preset_group(launch, tree, "amd")
     assert "pci_device_name" not in group.attributes
     assert group.attributes["pci_device_id"] == Attribute(0x740F)
     (line,) = logged(launched, "is not read for PCI product names")

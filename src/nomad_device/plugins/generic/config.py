@@ -351,30 +351,18 @@ class _Problems:
             raise InvalidArgument("; ".join(self.items))
 
 
-def _usb_id(raw: str, label: str, where: str, problems: _Problems) -> int | None:
+def _hex_id(raw: str, bus: str, label: str, where: str, problems: _Problems) -> int | None:
+    """A USB or PCI ID, four hex digits as ``lsusb`` / ``lspci -nn`` print them."""
     if raw == "":
         return None
     found = _HEX_ID.fullmatch(raw)
     if found is None:
+        tool, example = ("lsusb", "1a86") if bus == "USB" else ("lspci -nn", "1002")
         problems.add(
             label,
             where,
-            f'{_q(raw)} is not a USB ID in hex as lsusb prints it (four hex digits, e.g. "1a86")',
-        )
-        return None
-    return int(found.group(1), 16)
-
-
-def _pci_id(raw: str, label: str, where: str, problems: _Problems) -> int | None:
-    if raw == "":
-        return None
-    found = _HEX_ID.fullmatch(raw)
-    if found is None:
-        problems.add(
-            label,
-            where,
-            f"{_q(raw)} is not a PCI ID in hex as lspci -nn prints it"
-            ' (four hex digits, e.g. "1002")',
+            f"{_q(raw)} is not a {bus} ID in hex as {tool} prints it"
+            f' (four hex digits, e.g. "{example}")',
         )
         return None
     return int(found.group(1), 16)
@@ -416,17 +404,17 @@ def _pci_matcher(block: PciBlock, label: str, where: str, problems: _Problems) -
             " subsystem_device_id, driver, address",
         )
     value, mask = _pci_class(block.class_code, label, f"{where}.class", problems)
+
+    def pci_id(name: str) -> int | None:
+        return _hex_id(getattr(block, name), "PCI", label, f"{where}.{name}", problems)
+
     return PciMatcher(
-        vendor_id=_pci_id(block.vendor_id, label, f"{where}.vendor_id", problems),
-        device_id=_pci_id(block.device_id, label, f"{where}.device_id", problems),
+        vendor_id=pci_id("vendor_id"),
+        device_id=pci_id("device_id"),
         class_value=value,
         class_mask=mask,
-        subsystem_vendor_id=_pci_id(
-            block.subsystem_vendor_id, label, f"{where}.subsystem_vendor_id", problems
-        ),
-        subsystem_device_id=_pci_id(
-            block.subsystem_device_id, label, f"{where}.subsystem_device_id", problems
-        ),
+        subsystem_vendor_id=pci_id("subsystem_vendor_id"),
+        subsystem_device_id=pci_id("subsystem_device_id"),
         driver=block.driver or None,
         address=block.address.lower() or None,
     )
@@ -484,8 +472,8 @@ def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
     matchers: list[UsbMatcher] = []
     for i, usb in enumerate(block.usb):
         where = f"usb[{i}]"
-        vendor_id = _usb_id(usb.vendor_id, label, f"{where}.vendor_id", problems)
-        product_id = _usb_id(usb.product_id, label, f"{where}.product_id", problems)
+        vendor_id = _hex_id(usb.vendor_id, "USB", label, f"{where}.vendor_id", problems)
+        product_id = _hex_id(usb.product_id, "USB", label, f"{where}.product_id", problems)
         given = [usb.vendor_id, usb.product_id, usb.serial, usb.manufacturer, usb.product]
         if not any(given):
             problems.add(

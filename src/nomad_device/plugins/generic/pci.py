@@ -42,6 +42,7 @@ from nomad_device.plugins.generic.roots import Roots
 from nomad_device.plugins.generic.sysfs import (
     PCI_ADDRESS,
     SysNode,
+    bus_devices,
     descendant_nodes,
     node_at,
     read_attr,
@@ -221,11 +222,7 @@ def pci_functions(roots: Roots) -> list[PciIdentity]:
 
     Read through the ``/sys/bus/pci/devices`` links (no ``realpath``: a scan that a
     uevent starts reads every function, so each costs one file)."""
-    base = os.path.join(roots.sys, "bus", "pci", "devices")
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
+    base, names = bus_devices(roots, "pci")
     found = []
     for name in names:
         if not PCI_ADDRESS.fullmatch(name):

@@ -34,6 +34,7 @@ __all__ = [
     "SysNode",
     "SysfsCache",
     "UsbDevice",
+    "bus_devices",
     "descendant_nodes",
     "dev_relative",
     "node_at",
@@ -168,13 +169,18 @@ def usb_bus_present(roots: Roots) -> bool:
     return os.path.isdir(os.path.join(roots.sys, "bus", "usb"))
 
 
+def bus_devices(roots: Roots, bus: str) -> tuple[str, list[str]]:
+    """``/sys/bus/<bus>/devices`` and the names in it, sorted; none if it cannot be read."""
+    base = os.path.join(roots.sys, "bus", bus, "devices")
+    try:
+        return base, sorted(os.listdir(base))
+    except OSError:
+        return base, []
+
+
 def usb_devices(roots: Roots) -> list[UsbDevice]:
     """Every USB device plugged in, by port path; interfaces and unreadable ones skipped."""
-    base = os.path.join(roots.sys, "bus", "usb", "devices")
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
+    base, names = bus_devices(roots, "usb")
     found = []
     for name in names:
         if ":" in name:
