@@ -117,6 +117,13 @@ def test_amd_gpus_with_rocm(launch: Launcher, tree: FakeTree) -> None:
     assert one.devices == specs(layout, tree, "0000:c3:00.0")
     assert one.envs["GENERIC_AMD_IDS"] == "0000:c3:00.0"
     assert one.envs["GENERIC_AMD_PATHS"] == "/dev/dri/renderD129"
+    with launched.client.stats(0.2) as stats:
+        (figures,) = stats.next(15)
+    details = figures.instance_stats["0000:c3:00.0"].stats
+    assert details is not None
+    assert details.attributes["pci_link_speed"].float_numerator == 16.0
+    assert details.attributes["aer_fatal"].int_numerator == 0
+    assert details.attributes["nodes"].string_value == "/dev/dri/renderD129,/dev/kfd"
     both = launched.client.reserve(["0000:03:00.0", "0000:c3:00.0"])
     assert [d.task_path for d in both.devices] == [
         "/dev/dri/renderD128",
