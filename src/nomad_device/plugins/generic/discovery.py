@@ -27,8 +27,9 @@ a block also brings the block's ``companions`` (``/dev/kfd``). Each node goes
 through :mod:`.trust`, and a device with one node it may not have is not
 offered at all.
 
-**Claims.** A node, or a USB device, matched by several blocks belongs to the
-block whose label sorts first; the others do not offer it (Nomad would
+**Claims.** A node, a USB device or a PCI function matched by several blocks
+belongs to the block whose label sorts first (companions are shared and
+claim nothing); the others do not offer it (Nomad would
 otherwise give one device to two tasks). The scan reports such overlaps for the
 log.
 """
@@ -375,8 +376,7 @@ class Scanner:
         nodes = self._sys_nodes(wanted, kind.patterns, refused)
         if nodes is None:
             return None  # one node it may not have: none of it is offered
-        ordered = wanted
-        sizes = (self._block_size(n) for n in ordered if n.kind == "block")
+        sizes = (self._block_size(n) for n in wanted if n.kind == "block")
         size = next((s for s in sizes if s is not None), None)
         attributes = _usb_attributes(device)
         if size is not None:
@@ -498,8 +498,8 @@ class Scanner:
                 nodes.append(node)
         return tuple(nodes)
 
-    def _block_size(self, usb_node: SysNode) -> int | None:
-        info = self.sysfs.lookup("block", usb_node.major, usb_node.minor)
+    def _block_size(self, node: SysNode) -> int | None:
+        info = self.sysfs.lookup("block", node.major, node.minor)
         return None if info is None else self.sysfs.block_size(info)
 
     # -- everything ------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from typing import Final
 from nomad_device.plugins.generic.discovery import Found, Node
 from nomad_device.plugins.generic.pci import PciFunction, is_vfio_driver
 
-__all__ = ["AerMarks", "describe_kind", "node_problem", "pci_problem"]
+__all__ = ["AerMarks", "describe_kind", "node_problem", "pci_problem", "unmatched_nodes"]
 
 _KIND_WORDS: Final = {
     "char": "character device",
@@ -123,12 +123,20 @@ def pci_problem(found: Found, full_link: bool, aer: str | None) -> str | None:
             f" {function.link.describe(current=False)}"
         )
     if not found.nodes:
-        if found.unfiltered:
-            shown = ", ".join(f"/dev/{n}" for n in found.unfiltered)
-            return f"none of its device nodes ({shown}) is one the block's nodes names"
         bound = f"bound to {driver}" if driver else "no driver bound"
-        return f"{function.address} has no device node of its own ({bound})"
+        return unmatched_nodes(found) or (
+            f"{function.address} has no device node of its own ({bound})"
+        )
     return None
+
+
+def unmatched_nodes(found: Found) -> str | None:
+    """Why a USB or PCI device brings none of its nodes: the block's ``nodes`` names
+    none of them; None when it has none at all."""
+    if not found.unfiltered:
+        return None
+    shown = ", ".join(f"/dev/{n}" for n in found.unfiltered)
+    return f"none of its device nodes ({shown}) is one the block's nodes names"
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,12 @@ from nomad_device.plugins.generic.config import (
 )
 from nomad_device.plugins.generic.discovery import Found, Scanner, ScanResult, order_key
 from nomad_device.plugins.generic.events import EventWatch
-from nomad_device.plugins.generic.health import AerMarks, node_problem, pci_problem
+from nomad_device.plugins.generic.health import (
+    AerMarks,
+    node_problem,
+    pci_problem,
+    unmatched_nodes,
+)
 from nomad_device.plugins.generic.inventory import Entry, Snapshot
 from nomad_device.plugins.generic.probes import (
     MAX_CONCURRENT_PROBES,
@@ -214,7 +219,9 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         if not found.usb_authorized:
             problem = "the USB device is not authorized (authorized = 0; usbguard?)"
         elif found.source == "usb" and not found.nodes:
-            problem = "the kernel made no device node for it (is a driver bound?)"
+            problem = unmatched_nodes(found) or (
+                "the kernel made no device node for it (is a driver bound?)"
+            )
         elif found.source == "pci":
             problem = pci_problem(found, kind.require_full_link, aer)
         for node in found.all_nodes:
