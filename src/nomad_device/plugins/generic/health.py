@@ -104,8 +104,9 @@ def pci_problem(found: Found, full_link: bool, aer: str | None) -> str | None:
     if found.expect_driver is not None and driver is None:
         return f"no driver is bound to {function.address} (expected {found.expect_driver})"
     vfio = is_vfio_driver(driver)
-    # VFIO enables a function when a user opens it; an idle one reads enable = 0.
-    if driver is not None and not vfio and function.enabled is False:
+    # VFIO enables a function when a user opens it (an idle one reads enable = 0), and
+    # pci-stub only holds a function for later: neither enables it at probe time.
+    if driver is not None and not vfio and driver != "pci-stub" and function.enabled is False:
         return f"{function.address} is bound to {driver} but not enabled (enable = 0)"
     if vfio and function.iommu_group is None:
         return f"{function.address} is bound to {driver} but is in no IOMMU group"
