@@ -130,6 +130,11 @@ def test_the_directories_watched_follow_the_patterns() -> None:
         )
     ).kinds
     flat, trees = watch_dirs(kinds, Roots("/r/dev", "/r/sys"))
+    from nomad_device.plugins.generic.events import SUBSYSTEMS
+
+    # A PCI hot-plug, driver (un)bind and AER recovery are pci uevents; nodes come as
+    # drm, accel and VFIO ones.
+    assert {"pci", "drm", "accel", "vfio", "vfio-dev"} <= set(SUBSYSTEMS)
     # PCI nodes appear in /dev, /dev/dri, /dev/accel, /dev/vfio; companions are patterns.
     assert sorted(flat) == [
         "/r/dev", "/r/dev/accel", "/r/dev/dri", "/r/dev/hl", "/r/dev/net", "/r/dev/serial/by-id",
