@@ -38,17 +38,19 @@ __all__ = [
     "StatValue",
 ]
 
+_BYTES: Final = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "kB", "KB", "MB", "GB", "TB", "PB", "EB")
+_HERTZ: Final = ("MHz", "GHz")
+_WATTS: Final = ("mW", "W", "kW", "MW", "GW")
+
 #: Units the Nomad scheduler understands and converts between (bytes, byte
 #: rates, frequency, power). Any other unit on an attribute is rejected.
 UNITS: Final[frozenset[str]] = frozenset(
-    [
-        *("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"),
-        *("kB", "KB", "MB", "GB", "TB", "PB", "EB"),
-        *("KiB/s", "MiB/s", "GiB/s", "TiB/s", "PiB/s", "EiB/s"),
-        *("kB/s", "KB/s", "MB/s", "GB/s", "TB/s", "PB/s", "EB/s"),
-        *("MHz", "GHz"),
-        *("mW", "W", "kW", "MW", "GW"),
-    ]
+    [*_BYTES, *(unit + "/s" for unit in _BYTES), *_HERTZ, *_WATTS]
+)
+#: The units as an error message lists them.
+_UNITS_TEXT: Final = (
+    f"{' '.join(_BYTES[:6])}, {' '.join(_BYTES[6:])}, any of those per second "
+    f"(MiB/s), {' '.join(_HERTZ)}, {' '.join(_WATTS)}"
 )
 
 AttributeValue = int | float | str | bool
@@ -175,7 +177,7 @@ class Attribute:
             problems.append(f"unit must be a string, not {_kind(self.unit)}")
         elif self.unit:
             if self.unit not in UNITS:
-                problems.append(f"unrecognized unit {self.unit!r}")
+                problems.append(f"unrecognized unit {self.unit!r}: Nomad knows only {_UNITS_TEXT}")
             if isinstance(value, str | bool):
                 problems.append("unit can not be specified on a boolean or string attribute")
         return problems
