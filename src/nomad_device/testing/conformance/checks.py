@@ -43,10 +43,16 @@ class CheckResult:
     status: Status
     summary: str
     evidence: tuple[str, ...] = field(default=())
+    #: Advice for what was observed, when the check's general ``fix`` does not fit.
+    advice: str = ""
 
     @property
     def id(self) -> str:
         return self.check.id
+
+    @property
+    def fix(self) -> str:
+        return self.advice or self.check.fix
 
     @property
     def failed(self) -> bool:
