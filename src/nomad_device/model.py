@@ -129,8 +129,11 @@ def _frozen_map(items: Mapping[K, V] | None) -> Mapping[K, V]:
     return MappingProxyType(dict(items or {}))
 
 
-# The value classes below are frozen (nomad_device.frozen) and set their fields
-# with set_field, as a frozen dataclass's __init__ does.
+# The value classes below are frozen (nomad_device.frozen): those that only store
+# their arguments get their __init__ made from their fields; the others write
+# one and set each field with set_field, as a frozen dataclass's __init__ does.
+# Those holding mappings hash their fields as frozen dataclasses do, which
+# fails on the mapping: they compare, but do not hash.
 
 
 @frozen
@@ -195,18 +198,6 @@ class Device:
     healthy: bool = True
     health_description: str = ""
     pci_bus_id: str | None = None
-
-    def __init__(
-        self,
-        id: str,
-        healthy: bool = True,
-        health_description: str = "",
-        pci_bus_id: str | None = None,
-    ) -> None:
-        set_field(self, "id", id)
-        set_field(self, "healthy", healthy)
-        set_field(self, "health_description", health_description)
-        set_field(self, "pci_bus_id", pci_bus_id)
 
     def __eq__(self, other: object) -> bool:
         # Written out, not generic: the engine compares every device of every scan.
@@ -310,8 +301,6 @@ class DeviceGroup:
             dict(self.attributes),
         ) == (other.vendor, other.type, other.name, other.devices, dict(other.attributes))
 
-    __hash__ = None  # type: ignore[assignment]
-
 
 @frozen
 class Mount:
@@ -320,11 +309,6 @@ class Mount:
     task_path: str
     host_path: str
     read_only: bool = False
-
-    def __init__(self, task_path: str, host_path: str, read_only: bool = False) -> None:
-        set_field(self, "task_path", task_path)
-        set_field(self, "host_path", host_path)
-        set_field(self, "read_only", read_only)
 
     def validate(self) -> list[str]:
         problems = [
@@ -348,11 +332,6 @@ class DeviceSpec:
     task_path: str
     host_path: str
     permissions: str = "rw"
-
-    def __init__(self, task_path: str, host_path: str, permissions: str = "rw") -> None:
-        set_field(self, "task_path", task_path)
-        set_field(self, "host_path", host_path)
-        set_field(self, "permissions", permissions)
 
     def validate(self) -> list[str]:
         checks = (
@@ -408,8 +387,6 @@ class Reservation:
             other.devices,
         )
 
-    __hash__ = None  # type: ignore[assignment]
-
 
 @frozen
 class StatValue:
@@ -427,26 +404,6 @@ class StatValue:
     bool_value: bool | None = None
     unit: str = ""
     desc: str = ""
-
-    def __init__(
-        self,
-        float_numerator: float | None = None,
-        float_denominator: float | None = None,
-        int_numerator: int | None = None,
-        int_denominator: int | None = None,
-        string_value: str | None = None,
-        bool_value: bool | None = None,
-        unit: str = "",
-        desc: str = "",
-    ) -> None:
-        set_field(self, "float_numerator", float_numerator)
-        set_field(self, "float_denominator", float_denominator)
-        set_field(self, "int_numerator", int_numerator)
-        set_field(self, "int_denominator", int_denominator)
-        set_field(self, "string_value", string_value)
-        set_field(self, "bool_value", bool_value)
-        set_field(self, "unit", unit)
-        set_field(self, "desc", desc)
 
     def _fine(self) -> bool:
         """The common case, checked cheaply: a node may report 100,000 of these a second."""
@@ -572,8 +529,6 @@ class StatObject:
             dict(other.attributes),
             dict(other.nested),
         )
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def _utcnow() -> _dt.datetime:
@@ -715,8 +670,6 @@ class DeviceGroupStats:
             dict(other.instance_stats),
         )
 
-    __hash__ = None  # type: ignore[assignment]
-
 
 def group_of(
     vendor: str,
@@ -737,18 +690,6 @@ class PluginInfo:
     version: str
     api_versions: tuple[str, ...] = ("v0.1.0",)
     type: int = 3  # DEVICE
-
-    def __init__(
-        self,
-        name: str,
-        version: str,
-        api_versions: tuple[str, ...] = ("v0.1.0",),
-        type: int = 3,
-    ) -> None:
-        set_field(self, "name", name)
-        set_field(self, "version", version)
-        set_field(self, "api_versions", api_versions)
-        set_field(self, "type", type)
 
     def validate(self) -> list[str]:
         problems = [
