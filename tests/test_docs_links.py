@@ -12,10 +12,8 @@ FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 
 
 def _slug(heading: str) -> str:
-    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
-    text = re.sub(r"[`*_]", "", heading.strip().lower())
-    text = re.sub(r"[^\w\- ]", "", text)
-    return text.replace(" ", "-")
+    """GitHub's anchor for a heading: lower case, punctuation but - and _ dropped, spaces to -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
 def _anchors(page: Path) -> set[str]:

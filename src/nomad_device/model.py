@@ -141,7 +141,8 @@ class Attribute:
     """A typed attribute value; jobs constrain on it as ``${device.attr.<name>}``.
 
     The Python type picks the wire kind: ``bool`` before ``int`` (a bool is an
-    int in Python, not on the wire).
+    int in Python, not on the wire). ``unit`` is one of :data:`UNITS` (on a
+    number only), so that jobs can compare across units (``>= 2 GiB``).
     """
 
     value: AttributeValue

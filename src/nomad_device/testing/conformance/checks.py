@@ -59,6 +59,7 @@ class CheckResult:
         return self.status is Status.FAIL
 
 
+#: Every check the suite runs, in the order it reports them.
 CHECKS: tuple[Check, ...] = (
     Check(
         "cookie-refusal",
