@@ -17,6 +17,7 @@ from launcher_support import (
     launcher_command,
     need_example,
     read_pid,
+    run_cli,
     terminals,
     wait_gone,
 )
@@ -170,14 +171,8 @@ def test_reserve_and_stats_wait_for_a_first_fingerprint(tmp_path: Path) -> None:
     need_example()
     (tmp_path / "dev").write_text("x")
     config = json.dumps({"dir": str(tmp_path)})
-    result = subprocess.run(
-        [*launcher_command(), "--config-json", config, "nomad-device-example"],
-        input='reserve("dev")\nstats()\nexit()\n',
-        capture_output=True,
-        text=True,
-        env=cli_env(),
-        timeout=60,
-        check=False,
+    result = run_cli(
+        "--config-json", config, "nomad-device-example", input='reserve("dev")\nstats()\nexit()\n'
     )
     assert result.returncode == 0, result.stderr
     assert f"{tmp_path}/dev  /tmp/task-mounts/dev  rw" in result.stdout
