@@ -53,6 +53,7 @@ MODULES = (
     "nomad_device.sources",
     "nomad_device.testing",
     "nomad_device.testing.conformance",
+    "nomad_device.placement",
     "nomad_device.goplugin",
     "nomad_device.bundle",
     "nomad_device.plugins.example",
