@@ -125,6 +125,8 @@ def h100_mig(root: bool = True) -> Profile:
         groups=(f"{H100} MIG 1g.10gb", f"{H100} MIG 3g.40gb"),
         # No remapped rows with MIG on; no volatile ECC counts through the parent.
         faults=COMMON | {DBE},
+        # Unprivileged, NVML refuses the parent's aggregate memory and BAR1 figures.
+        absent_attributes=frozenset() if root else frozenset({"bar1"}),
         absent_stats=MIG_STATS_ABSENT,
         notes={"non-root": "aggregate memory of the parent and per-instance XIDs need root"}
         if not root

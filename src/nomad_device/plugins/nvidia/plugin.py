@@ -600,7 +600,19 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
     def _log_scan(self, scan: Scan, settings: Settings, devices: int) -> None:
         again = f"checking again every {settings.period_text}"
         problem = scan.unavailable
-        if problem is not None:
+        if problem is not None and devices:
+            self._log_status(
+                ("kept", problem.kind, problem.message),
+                logging.ERROR if problem.devices_unusable else logging.WARNING,
+                f"NVML cannot be used now: {problem.message}; reporting the {devices}"
+                " device(s) last seen "
+                + (
+                    "as unhealthy"
+                    if problem.devices_unusable
+                    else f"(unhealthy if it lasts {PATIENCE} scans)"
+                ),
+            )
+        elif problem is not None:
             levels = {
                 "binding": logging.WARNING,
                 "library": logging.INFO,
@@ -688,7 +700,12 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
 
     def _log_subscription(self, subscription: Subscription) -> None:
         watched = [c.uuid for c in subscription.coverage if c.watched & EVENT_XID]
-        key = ("watching", *(f"{c.uuid}:{c.watched}" for c in subscription.coverage))
+        # Once per NVML start and set of GPUs: after NVML restarts, say it watches again.
+        key = (
+            "watching",
+            str(subscription.key[0]),
+            *(f"{c.uuid}:{c.watched}" for c in subscription.coverage),
+        )
         if key == self._watch_status:
             return
         self._watch_status = key
