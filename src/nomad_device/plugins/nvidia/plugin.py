@@ -22,18 +22,16 @@ GPU unhealthy: a query that fails is a value left out, logged once.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Final, TypeVar
+from typing import ClassVar, Final, TypeVar
 
 from nomad_device.errors import FailedPrecondition, NotFound
 from nomad_device.model import Attribute, Device, DeviceGroup, DeviceGroupStats, Reservation
-from nomad_device.plugin.base import DevicePlugin
-from nomad_device.plugin.engine import backoff_delay
+from nomad_device.plugin import Backoff, DevicePlugin, Wakeup
 from nomad_device.plugins.nvidia import codes
 from nomad_device.plugins.nvidia import stats as nvstats
 from nomad_device.plugins.nvidia.codes import Failure
@@ -82,8 +80,11 @@ DEVICE_TYPE: Final = "gpu"
 RECHECK_PERIOD: Final = 5.0
 #: How long one NVML event wait lasts; bounds how long stopping ``watch`` takes.
 EVENT_WAIT_MS: Final = 500
-#: How often ``watch`` looks again while there is nothing to watch.
-IDLE_PERIOD: Final = 0.5
+#: The worker pool of every event-set operation: one thread, so that an event
+#: set is never used from two threads at once (NVML does not promise it works).
+EVENT_POOL: Final = "nvml-events"
+#: Longest pause between attempts to watch events after a failed wait.
+EVENT_RETRY_CAP: Final = 10.0
 
 _NOT_AVAILABLE: Final = "N/A"
 
@@ -154,6 +155,7 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
     name = PLUGIN_NAME
     version = PLUGIN_VERSION
     Config = NvidiaConfig
+    worker_pools: ClassVar[Mapping[str, int]] = {EVENT_POOL: 1}
 
     def __init__(self, nvml: Nvml | None = None) -> None:
         super().__init__()
@@ -169,13 +171,16 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         # For events: GPU UUID -> its MIG instances' (ID, GPU instance, compute instance).
         self._children: dict[str, tuple[_Child, ...]] = {}
         self._event_gpus: frozenset[str] = frozenset()
+        # Set by detect() when the GPUs to watch change; watch() waits on it.
+        self._event_gpus_changed = Wakeup()
+        # The earliest scan this plugin has asked the engine for (monotonic), if any.
+        self._asked_for: float | None = None
         # GPU UUID -> scans in a row its identity (or NVML) failed.
         self._streaks: dict[str, int] = {}
         # GPU UUID -> the volatile uncorrected ECC count of the last scan.
         self._ecc_counts: dict[str, int] = {}
         # The event set outlives a stream: events arriving between streams stay queued.
         self._subscription: Subscription | None = None
-        self._events = concurrent.futures.ThreadPoolExecutor(1, "nvml-events")
         # What was logged, so that a lasting state is logged once.
         self._status: tuple[str, ...] = ()
         self._health: dict[str, tuple[bool, str]] = {}
@@ -209,9 +214,12 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         self.rescan()
 
     def close(self) -> None:
-        """Free the event set and let go of NVML, never under a running wait."""
+        """Free the event set and let go of NVML, never under a running wait.
+
+        A wait still running in the event pool ends within ``EVENT_WAIT_MS``;
+        :meth:`.Nvml.close` frees the set after it, then shuts NVML down.
+        """
         self._nvml.close()
-        self._events.shutdown(wait=False, cancel_futures=True)
 
     # -- fingerprint ---------------------------------------------------------------
 
@@ -250,14 +258,17 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
             gpus = {record.gpu for record in records.values()}
             self._children.update(children)
             self._children = {gpu: kids for gpu, kids in self._children.items() if gpu in gpus}
-            self._event_gpus = frozenset(
+            event_gpus = frozenset(
                 g.uuid
                 for g in scan.gpus
                 if g.uuid not in settings.ignored_gpu_ids
                 and not any(f.code == codes.GPU_IS_LOST for f in g.faults)
             )
+            if event_gpus != self._event_gpus:
+                self._event_gpus = event_gpus
+                self._event_gpus_changed.set()
             self._published = self._publish(records, health, settings.share)
-            self.fingerprint_period = self._next_scan(records, settings, now)
+            self._ask_for_scan(self._next_scan(records, settings, now), now)
             groups = self._published.groups
         self._log_scan(scan, settings, len(records))
         self._log_left_out(scan)
@@ -430,27 +441,47 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
             )
         return _Published(tuple(groups), instances, tuple(entries))
 
-    def _next_scan(self, records: Mapping[str, _Record], settings: Settings, now: float) -> float:
-        """The period, or sooner when a failed query deserves a retry or a mark may clear."""
-        delay = settings.period
+    def _next_scan(
+        self, records: Mapping[str, _Record], settings: Settings, now: float
+    ) -> float | None:
+        """Seconds to a scan sooner than the period: a failed query's retry, a mark's end."""
+        delays = []
         if any(not record.query_ok for record in records.values()) or self._streaks:
-            delay = min(delay, RECHECK_PERIOD)
+            delays.append(RECHECK_PERIOD)
         expiry = self._marks.next_expiry(settings.quiet_period)
         if expiry is not None:
             # At once when the quiet period is already over (shorter than a scan's delay).
-            delay = min(delay, max(0.01, expiry - now + 0.01))
-        return delay
+            delays.append(max(0.0, expiry - now) + 0.01)
+        soonest = min(delays, default=None)
+        return soonest if soonest is not None and soonest < settings.period else None
+
+    def _ask_for_scan(self, delay: float | None, now: float) -> None:
+        """Ask the engine for that scan, unless an earlier request already covers it."""
+        if delay is None:
+            return
+        due = now + delay
+        asked = self._asked_for
+        if asked is not None and now < asked <= due:
+            return
+        self._asked_for = due
+        self.rescan(delay)
 
     # -- events ----------------------------------------------------------------------
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         """Run an event-set operation on the one thread that does them all."""
-        return await asyncio.get_running_loop().run_in_executor(self._events, fn, *args)
+        return await self.run_blocking(fn, *args, pool=EVENT_POOL)
 
     async def watch(self) -> None:
-        """Wait for NVML events in a worker thread; each one that matters wakes detection."""
-        failures = 0
+        """Wait for NVML events in a worker thread; each one that matters wakes detection.
+
+        The event set belongs to the plugin, not to this call: when the last
+        stream closes and watching stops, events keep queueing in it for the
+        next stream. It is rebuilt when NVML restarts or the GPUs change.
+        """
+        retry = Backoff(cap=EVENT_RETRY_CAP)
         while True:
+            self._event_gpus_changed.clear()
             wanted = (self._nvml.generation, self._event_gpus)
             subscription = self._subscription
             if subscription is not None and (subscription.key != wanted or subscription.closed):
@@ -459,17 +490,18 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
                 subscription = None
             if subscription is None:
                 if not wanted[1]:
-                    await asyncio.sleep(IDLE_PERIOD)
+                    await (
+                        self._event_gpus_changed.wait()
+                    )  # nothing to watch until a scan finds GPUs
                     continue
                 result = await self._blocking(self._nvml.subscribe, wanted[1])
                 if isinstance(result, Unavailable):
-                    failures += 1
                     self._log_watch(
                         ("unavailable", result.message),
                         logging.WARNING,
                         f"cannot watch NVML events: {result.message}; polling only",
                     )
-                    await asyncio.sleep(backoff_delay(failures, cap=self._settings.period))
+                    await asyncio.sleep(min(retry.failed(), self._settings.period))
                     continue
                 self._subscription = subscription = result
                 self._log_subscription(subscription)
@@ -478,7 +510,6 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
             except NvmlError as exc:
                 if subscription.closed:
                     continue  # NVML was shut down or restarted under it: a new set follows
-                failures += 1
                 self._subscription = None
                 await self._blocking(subscription.close)
                 self.rescan()
@@ -489,9 +520,9 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
                     f"waiting for NVML events failed: {exc}; "
                     + ("rescanning, then watching the other GPUs" if lost else "starting over"),
                 )
-                await asyncio.sleep(backoff_delay(failures, cap=10.0))
+                await asyncio.sleep(retry.failed())
                 continue
-            failures = 0
+            retry.succeeded()
             if event is not None:
                 self._on_event(event)
 
