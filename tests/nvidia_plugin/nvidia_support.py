@@ -31,6 +31,20 @@ def devices(groups: list[DeviceGroup]) -> dict[str, Device]:
     return {device.id: device for group in groups for device in group.devices}
 
 
+def healthy(device_id: str) -> Callable[[list[DeviceGroup]], bool]:
+    return lambda groups: device_id in devices(groups) and devices(groups)[device_id].healthy
+
+
+def unhealthy(device_id: str) -> Callable[[list[DeviceGroup]], bool]:
+    return lambda groups: device_id in devices(groups) and not devices(groups)[device_id].healthy
+
+
+def watching(plugin: Any) -> None:
+    """Wait until the plugin watches NVML events (events before that are not for it)."""
+    found = plugin.wait_for_log(lambda e: e.message.startswith("watching NVML events"), 30)
+    assert found, plugin.messages()
+
+
 def until(
     stream: Any, predicate: Callable[[list[DeviceGroup]], bool], timeout: float = 20
 ) -> list[DeviceGroup]:

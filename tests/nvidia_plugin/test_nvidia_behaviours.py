@@ -35,25 +35,20 @@ from .fakenvml import (
     mig,
     mig_uuid,
 )
-from .nvidia_support import Scenarios, devices, fake_tree, until
+from .nvidia_support import (
+    Scenarios,
+    devices,
+    fake_tree,
+    healthy,
+    unhealthy,
+    until,
+    watching,
+)
 
 pytest.importorskip("pynvml")
 
 G0, G1 = gpu_uuid(0), gpu_uuid(1)
 Start = Any
-
-
-def healthy(device_id: str) -> Any:
-    return lambda groups: device_id in devices(groups) and devices(groups)[device_id].healthy
-
-
-def unhealthy(device_id: str) -> Any:
-    return lambda groups: device_id in devices(groups) and not devices(groups)[device_id].healthy
-
-
-def watching(plugin: Any) -> None:
-    found = plugin.wait_for_log(lambda e: e.message.startswith("watching NVML events"), 30)
-    assert found, plugin.messages()
 
 
 def never_unhealthy(stream: Any, seconds: float) -> list[Any]:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from .fakenvml import (
     ERROR_UNKNOWN,
     XID,
     MiB,
+    Scenario,
     gpu,
     gpu_uuid,
     mig,
@@ -68,6 +70,43 @@ def probe(env: dict[str, str], body: str) -> Any:
     result = run_probe(env, body)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
+
+
+HANDSHAKE = """
+import os, time
+def handshake():
+    open(os.environ["PROBE_READY"], "w").close()
+    while not os.path.exists(os.environ["PROBE_GO"]):
+        time.sleep(0.01)
+"""
+
+
+def probe_around(live: Scenario, body: str, act: Callable[[], object]) -> Any:
+    """Run a probe in the background; when it calls ``handshake()``, run ``act()``; its ``out``.
+
+    For what must happen while the probe holds NVML: events after its set
+    exists, a driver upgrade under its loaded library.
+    """
+    ready, go = live.path.parent / "probe-ready", live.path.parent / "probe-go"
+    for flag in (ready, go):
+        flag.unlink(missing_ok=True)
+    script = "import json, pynvml as N\nout = {}\n" + CODE + HANDSHAKE + textwrap.dedent(body)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script + "\nprint(json.dumps(out))\n"],
+        env=live.env(PROBE_READY=str(ready), PROBE_GO=str(go)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(ready)
+        act()
+        go.touch()
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    return json.loads(stdout.splitlines()[-1])
 
 
 def test_struct_sizes_are_the_bindings(scenario: Scenarios) -> None:
@@ -295,38 +334,17 @@ def test_init_without_gpus_and_after_a_driver_upgrade(scenario: Scenarios) -> No
     # The library a process loaded stays the version it was: after the kernel
     # module is upgraded, every call fails until the process loads it afresh.
     live = scenario({"driver": "550.54.15", "gpus": [gpu(0)]})
-    ready, upgraded = live.path.parent / "ready", live.path.parent / "upgraded"
-    script = CODE + textwrap.dedent(
-        f"""
-        import os, time
+    out = probe_around(
+        live,
+        """
         out["before"] = code(N.nvmlInit)
-        open({str(ready)!r}, "w").close()
-        while not os.path.exists({str(upgraded)!r}):
-            time.sleep(0.01)
+        handshake()
         out["after"] = code(N.nvmlDeviceGetCount)
         out["reinit"] = code(N.nvmlInit)
-        """
+        """,
+        lambda: live.update(driver="560.35.03"),
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import json, pynvml as N\nout = {}\n" + script + "print(json.dumps(out))",
-        ],
-        env=live.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        _wait_for(ready)
-        live.update(driver="560.35.03")
-        upgraded.touch()
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, stderr
-    assert json.loads(stdout.splitlines()[-1]) == {
+    assert out == {
         "before": 0,
         "after": ERROR_LIB_RM_VERSION_MISMATCH,
         "reinit": ERROR_LIB_RM_VERSION_MISMATCH,
@@ -361,25 +379,12 @@ def test_registration_is_all_or_nothing_and_needs_ecc_on(scenario: Scenarios) ->
 def test_mig_handles_and_events(scenario: Scenarios) -> None:
     parent = gpu(0, mig_mode=1, mig=[mig(0, 1, 0, "1g.5gb", 4864), mig(0, 2, 0, "3g.20gb", 19968)])
     live = scenario({"gpus": [parent]})
-    # Events must arrive after the set exists: run the probe in the background,
-    # wait until it has created its set, then fire.
-    ready = live.path.parent / "ready"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _events_script()],
-        env=live.env(READY=str(ready)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    # Events must arrive after the set exists: fire them once the probe has it.
+    out = probe_around(
+        live,
+        EVENTS_PROBE,
+        lambda: (live.fire(0, XID, 79, gi=2, ci=0), live.fire(0, DOUBLE_BIT_ECC)),
     )
-    try:
-        _wait_for(ready)
-        live.fire(0, XID, 79, gi=2, ci=0)
-        live.fire(0, DOUBLE_BIT_ECC)
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, stderr
-    out = json.loads(stdout.splitlines()[-1])
     assert out["mode"] == [1, 1]
     uuid = gpu_uuid(0)
     assert out["migs"] == [
@@ -391,42 +396,36 @@ def test_mig_handles_and_events(scenario: Scenarios) -> None:
     assert out["second"] == [DOUBLE_BIT_ECC, 0]
 
 
-def _events_script() -> str:
-    return textwrap.dedent(
-        """
-        import json, os, pynvml as N
-        out = {}
-        N.nvmlInit()
-        h = N.nvmlDeviceGetHandleByIndex(0)
-        out["mode"] = N.nvmlDeviceGetMigMode(h)
-        migs = []
-        for i in range(N.nvmlDeviceGetMaxMigDeviceCount(h)):
-            try:
-                m = N.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
-            except N.NVMLError_NotFound:
-                continue
-            parent = N.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(m)
-            migs.append([N.nvmlDeviceGetName(m), N.nvmlDeviceGetMemoryInfo(m).total,
-                         N.nvmlDeviceGetGpuInstanceId(m), N.nvmlDeviceGetComputeInstanceId(m),
-                         N.nvmlDeviceGetUUID(parent)])
-        out["migs"] = migs
-        s = N.nvmlEventSetCreate()
-        wanted = N.nvmlEventTypeXidCriticalError | N.nvmlEventTypeDoubleBitEccError
-        N.nvmlDeviceRegisterEvents(h, N.nvmlDeviceGetSupportedEventTypes(h) & wanted, s)
-        try:
-            N.nvmlEventSetWait(s, 50)
-        except N.NVMLError_Timeout:
-            out["timeout"] = True
-        open(os.environ["READY"], "w").close()
-        e = N.nvmlEventSetWait(s, 20000)
-        out["event"] = [N.nvmlDeviceGetUUID(e.device), e.eventType, e.eventData,
-                        e.gpuInstanceId, e.computeInstanceId]
-        e = N.nvmlEventSetWait(s, 20000)
-        out["second"] = [e.eventType, e.eventData]
-        N.nvmlEventSetFree(s)
-        print(json.dumps(out))
-        """
-    )
+EVENTS_PROBE = """
+N.nvmlInit()
+h = N.nvmlDeviceGetHandleByIndex(0)
+out["mode"] = N.nvmlDeviceGetMigMode(h)
+migs = []
+for i in range(N.nvmlDeviceGetMaxMigDeviceCount(h)):
+    try:
+        m = N.nvmlDeviceGetMigDeviceHandleByIndex(h, i)
+    except N.NVMLError_NotFound:
+        continue
+    parent = N.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(m)
+    migs.append([N.nvmlDeviceGetName(m), N.nvmlDeviceGetMemoryInfo(m).total,
+                 N.nvmlDeviceGetGpuInstanceId(m), N.nvmlDeviceGetComputeInstanceId(m),
+                 N.nvmlDeviceGetUUID(parent)])
+out["migs"] = migs
+s = N.nvmlEventSetCreate()
+wanted = N.nvmlEventTypeXidCriticalError | N.nvmlEventTypeDoubleBitEccError
+N.nvmlDeviceRegisterEvents(h, N.nvmlDeviceGetSupportedEventTypes(h) & wanted, s)
+try:
+    N.nvmlEventSetWait(s, 50)
+except N.NVMLError_Timeout:
+    out["timeout"] = True
+handshake()
+e = N.nvmlEventSetWait(s, 20000)
+out["event"] = [N.nvmlDeviceGetUUID(e.device), e.eventType, e.eventData,
+                e.gpuInstanceId, e.computeInstanceId]
+e = N.nvmlEventSetWait(s, 20000)
+out["second"] = [e.eventType, e.eventData]
+N.nvmlEventSetFree(s)
+"""
 
 
 def test_waits_end_early_lost_gpus_and_unprivileged_instance_xids(scenario: Scenarios) -> None:
@@ -452,35 +451,20 @@ def test_waits_end_early_lost_gpus_and_unprivileged_instance_xids(scenario: Scen
 
     # Unprivileged, an XID of one instance is not delivered; one of the whole GPU is.
     live.update(interrupts=0)
-    ready = live.path.parent / "ready"
-    script = textwrap.dedent(
+    out = probe_around(
+        live,
         """
-        import json, os, pynvml as N
         N.nvmlInit()
         h = N.nvmlDeviceGetHandleByIndex(0)
         s = N.nvmlEventSetCreate()
         N.nvmlDeviceRegisterEvents(h, N.nvmlEventTypeXidCriticalError, s)
-        open(os.environ["READY"], "w").close()
+        handshake()
         e = N.nvmlEventSetWait(s, 20000)
-        print(json.dumps([e.eventData, e.gpuInstanceId]))
-        """
+        out["event"] = [e.eventData, e.gpuInstanceId]
+        """,
+        lambda: (live.fire(0, XID, 94, gi=9, ci=0), live.fire(0, XID, 79)),
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script],
-        env=live.env(READY=str(ready)),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        _wait_for(ready)
-        live.fire(0, XID, 94, gi=9, ci=0)
-        live.fire(0, XID, 79)
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, stderr
-    assert json.loads(stdout.splitlines()[-1]) == [79, 0xFFFFFFFF]
+    assert out == {"event": [79, 0xFFFFFFFF]}
 
     # A GPU of the set that falls off the bus ends every wait with GPU_IS_LOST.
     out = probe(

@@ -29,27 +29,22 @@ from .fakenvml import (
     mig,
     mig_uuid,
 )
-from .nvidia_support import Scenarios, devices, encode, fake_tree, until
+from .nvidia_support import (
+    Scenarios,
+    devices,
+    encode,
+    fake_tree,
+    healthy,
+    unhealthy,
+    until,
+    watching,
+)
 
 pytest.importorskip("pynvml")
 
 G0, G1 = gpu_uuid(0), gpu_uuid(1)
 
 Start = Any
-
-
-def watching(plugin: Any) -> None:
-    """Wait until the plugin watches NVML events (events before that are not for it)."""
-    found = plugin.wait_for_log(lambda e: e.message.startswith("watching NVML events"), 30)
-    assert found, plugin.messages()
-
-
-def healthy(device_id: str) -> Any:
-    return lambda groups: device_id in devices(groups) and devices(groups)[device_id].healthy
-
-
-def unhealthy(device_id: str) -> Any:
-    return lambda groups: device_id in devices(groups) and not devices(groups)[device_id].healthy
 
 
 # --------------------------------------------------------------------- identity
