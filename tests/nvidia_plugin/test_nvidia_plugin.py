@@ -331,7 +331,8 @@ def test_temperature_limit(scenario: Scenarios, nvidia: Start) -> None:
         live.set(0, temperature=91)
         sick = until(stream, unhealthy(G0))
         assert devices(sick)[G0].health_description == (
-            "temperature 91 C at or above the limit of 85 C (temperature_limit); check the cooling"
+            "temperature 91 C at or above the limit of 85 C"
+            " (nvmlDeviceGetTemperature, temperature_limit); check the cooling"
         )
         live.set(0, temperature=84)
         until(stream, healthy(G0))

@@ -115,7 +115,7 @@ FAULTS: dict[str, tuple[Apply, Apply, str]] = {
     profiles.TEMPERATURE: (
         lambda s: s.set(0, temperature=95),
         lambda s: s.set(0, temperature=31),
-        "temperature 95 C at or above the limit of 90 C (temperature_limit); ",
+        "temperature 95 C at or above the limit of 90 C (nvmlDeviceGetTemperature, ",
     ),
     profiles.LOST: (
         lambda s: s.set(0, lost=1),

@@ -130,7 +130,7 @@ def conditions(gpu: GpuReading, temperature_limit: int) -> list[str]:
     if temperature_limit and gpu.temperature is not None and gpu.temperature >= temperature_limit:
         found.append(
             f"temperature {gpu.temperature} C at or above the limit of {temperature_limit} C"
-            " (temperature_limit); check the cooling"
+            " (nvmlDeviceGetTemperature, temperature_limit); check the cooling"
         )
     return found
 

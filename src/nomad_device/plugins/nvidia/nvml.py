@@ -768,7 +768,8 @@ def _init_failure(failure: Failure) -> Unavailable:
     if code == codes.LIBRARY_NOT_FOUND:
         return Unavailable(
             "library",
-            "libnvidia-ml.so.1 was not found: the NVIDIA driver is not installed",
+            "libnvidia-ml.so.1 was not found (NVML_ERROR_LIBRARY_NOT_FOUND): the NVIDIA driver"
+            " is not installed",
             failure,
         )
     if code == codes.DRIVER_NOT_LOADED:
