@@ -84,7 +84,14 @@ class ApiPlugin(DevicePlugin[None]):
             envs["threads"] = ",".join(sorted(self._threads))
         elif command == "!later":
             marker = Path(args[1])
-            self.call_later(float(args[0]), lambda: marker.write_text("fired"))
+
+            def fire() -> None:
+                # Written aside and renamed: the test sees the marker whole or not at all.
+                aside = marker.with_name(marker.name + ".new")
+                aside.write_text("fired")
+                aside.replace(marker)
+
+            self.call_later(float(args[0]), fire)
         elif command == "!child":
             child = subprocess.Popen(["sleep", "600"], start_new_session=True)
             self.on_close(lambda: os.killpg(child.pid, signal.SIGKILL))
