@@ -7,8 +7,11 @@ source. Every test here failed against the plugin as it was before issue 19.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,7 @@ from .fakenvml import (
     mig_uuid,
 )
 from .nvidia_support import (
+    PLUGIN,
     Scenarios,
     devices,
     fake_tree,
@@ -490,3 +494,53 @@ def test_a_mig_change_event_rescans_at_once(scenario: Scenarios, nvidia: Start) 
         live.fire(0, MIG_CONFIG_CHANGE)
         regrouped = until(stream, healthy(mig_uuid(0, 2, 0)))
     assert set(devices(regrouped)) == {mig_uuid(0, 2, 0)}
+
+
+NUMA_JOB = """\
+job "train" {
+  datacenters = ["dc1"]
+  group "g" {
+    task "main" {
+      resources {
+        cores = 4
+        device "nvidia/gpu/NVIDIA H200" { count = %(count)d }
+        numa {
+          affinity = "require"
+          devices  = ["nvidia/gpu/NVIDIA H200"]
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def test_numa_require_places_with_the_placement_checker(
+    scenario: Scenarios, tmp_path: Path
+) -> None:
+    """Nomad Enterprise binds a device to a NUMA node only through its bus ID in sysfs's form."""
+    live = scenario(profiles.h200().scenario)  # GPUs at 1b (NUMA node 0) and 9a (node 1)
+    sysfs = tmp_path / "sys"
+    (sysfs / "devices/system/node").mkdir(parents=True)
+    (sysfs / "devices/system/node/online").write_text("0-1\n")
+    for bus_id, node in (("0000:1b:00.0", 0), ("0000:9a:00.0", 1)):
+        (sysfs / "bus/pci/devices" / bus_id).mkdir(parents=True)
+        (sysfs / "bus/pci/devices" / bus_id / "numa_node").write_text(f"{node}\n")
+    launcher = str(Path(sys.executable).with_name("nomad-device-launcher"))
+    env = live.env(NOMAD_DEVICE_CHECK_SYS_ROOT=str(sysfs))
+    outcomes = {}
+    for count in (1, 2):
+        job = tmp_path / f"job{count}.hcl"
+        job.write_text(NUMA_JOB % {"count": count})
+        result = subprocess.run(
+            [launcher, "check", "--json", "--enterprise", str(job), "--", *PLUGIN],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        entry = json.loads(result.stdout)["TaskGroups"][0]["Nodes"][0]
+        outcomes[count] = (result.returncode, entry["Outcome"])
+    # One GPU: local to whichever NUMA node is tried. Two: never on one node.
+    assert outcomes == {1: (0, "places"), 2: (1, "fails")}
