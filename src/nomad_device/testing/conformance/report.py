@@ -107,7 +107,7 @@ class ConformanceReport:
                     lines.extend(_wrap(f"- {item}", 8, hanging=2))
             if finding:
                 lines.extend(_wrap(f"why: {r.check.why}", 8, hanging=5))
-                lines.extend(_wrap(f"fix: {r.check.fix}", 8, hanging=5))
+                lines.extend(_wrap(f"fix: {r.fix}", 8, hanging=5))
         counts = self.counts()
         lines.append("")
         lines.append(
@@ -148,7 +148,7 @@ class ConformanceReport:
                     "summary": r.summary,
                     "evidence": list(r.evidence),
                     "why": r.check.why,
-                    "fix": r.check.fix,
+                    "fix": r.fix,
                     "section": r.check.section,
                 }
                 for r in self.results
