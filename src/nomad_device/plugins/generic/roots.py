@@ -31,6 +31,7 @@ __all__ = ["ENV_DEV_ROOT", "ENV_PCI_IDS", "ENV_SYS_ROOT", "PCI_IDS_PATHS", "Root
 ENV_DEV_ROOT: Final = "NOMAD_DEVICE_GENERIC_DEV_ROOT"
 #: The environment variable whose value stands for ``/sys``.
 ENV_SYS_ROOT: Final = "NOMAD_DEVICE_GENERIC_SYS_ROOT"
+#: The environment variable naming the ``pci.ids`` file product names are read from.
 ENV_PCI_IDS: Final = "NOMAD_DEVICE_GENERIC_PCI_IDS"
 
 #: Where distributions install the PCI ID database: hwdata (Fedora, Arch, SUSE),
