@@ -21,6 +21,7 @@ from typing import Final
 
 from nomad_device.errors import InvalidArgument
 from nomad_device.model import UNITS, Attribute
+from nomad_device.plugins.sharing import MAX_SHARE
 
 __all__ = [
     "DEFAULT_VENDOR",
@@ -44,8 +45,6 @@ __all__ = [
 DEFAULT_VENDOR: Final = "generic"
 #: The letters of a device cgroup rule: read, write, mknod.
 CGROUP_LETTERS: Final = "rwm"
-#: More instances than this per device is a typo, not a plan.
-MAX_SHARE: Final = 10_000
 #: Device cgroup permissions when a block sets none.
 DEFAULT_PERMISSIONS: Final = "rw"
 
