@@ -7,11 +7,13 @@ working directory that has nothing to do with the plugin.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -112,8 +114,9 @@ def tiny_bundle(
 ) -> dict[str, object]:
     """A bundle of one small script (no SDK): fast to build, for the cache's rules.
 
-    Run, it prints one JSON line (its version, file, argv, interpreter) and then
-    waits for stdin to close, holding its cache version as a plugin would.
+    Run, it prints one JSON line (its version, file as imported and resolved,
+    argv, sys.path, interpreter) and then waits for stdin to close, holding its
+    cache version as a plugin would.
     """
     from nomad_device.bundle import write_bundle
     from nomad_device.bundle.build import SCRIPT_MODULE
@@ -126,6 +129,7 @@ def tiny_bundle(
             f"{body}\n"
             "if __name__ == '__main__':\n"
             "    print(json.dumps({'version': VERSION, 'file': __file__, 'argv': sys.argv,\n"
+            "                      'real': os.path.realpath(__file__), 'path': sys.path,\n"
             "                      'exe': sys.executable, 'cwd': os.getcwd()}), flush=True)\n"
             "    if os.environ.get('TINY_HOLD'):\n"
             "        sys.stdin.read()\n"
@@ -133,3 +137,13 @@ def tiny_bundle(
         return write_bundle(
             site, output, name=name, version=version, kind="script", entry=SCRIPT_MODULE, glibc=None
         )
+
+
+def payload(bundle: Path) -> zipfile.ZipFile:
+    """The zip archive in the middle of a bundle (what the bootstrap unpacks)."""
+    from nomad_device.bundle import read_config
+
+    spec = read_config(bundle)["payload"]
+    with open(bundle, "rb") as fh:
+        fh.seek(spec["offset"])
+        return zipfile.ZipFile(io.BytesIO(fh.read(spec["size"])))

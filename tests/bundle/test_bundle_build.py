@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import hashlib
+import importlib.metadata as md
+import json
 import os
 import subprocess
 import sys
@@ -20,7 +23,7 @@ from nomad_device.bundle.collect import (
 )
 from nomad_device.host import DevicePluginClient
 
-from .bundle_support import build, node_env, node_python, tiny_bundle
+from .bundle_support import build, node_env, node_python, payload, tiny_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOTSTRAP = ROOT / "src" / "nomad_device" / "bundle" / "bootstrap.py"
@@ -127,13 +130,36 @@ def test_file_format_and_inspect(tmp_path: Path) -> None:
     assert data.startswith(b"#!/bin/sh\n")
     assert os.stat(out).st_mode & 0o111 == 0o111
     assert read_config(out) == config
-    assert config["python"] == list(sys.version_info[:2])
+    assert config["pythons"] == [list(sys.version_info[:2])]
+    assert config["runtime"] is None
     # Equal inputs, equal key: a rebuild of the same code reuses a node's cache.
     again = tiny_bundle(tmp_path / "again", "1")
     assert again["key"] == config["key"]
-    done = build("--inspect", str(out))
-    assert done.returncode == 0
-    assert f'"key": "{config["key"]}"' in done.stdout
+    # The key names the payload's hash, which the bundle carries in full.
+    spec = config["payload"]
+    digest = hashlib.sha256(b"nomad-device-bundle 2\n" + data[spec["offset"] :][: spec["size"]])
+    assert spec["sha256"] == digest.hexdigest()
+    assert config["key"] == f"tiny-{digest.hexdigest()[:16]}"
+
+
+def test_inspect_prints_what_the_bundle_carries(example_bundle: Path) -> None:
+    """docs/deploy.md promises what the bundle carries, not only its metadata (issue 22)."""
+    done = build("--inspect", str(example_bundle))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    config = read_config(example_bundle)
+    assert report["config"] == config
+    assert report["size"] == example_bundle.stat().st_size
+    site = report["carries"]["site"]
+    carried = {name.lower().replace("_", "-"): v for name, v in site["distributions"].items()}
+    for dist in ("nomad-device-sdk", "grpcio", "protobuf", "msgpack", "cryptography"):
+        assert carried[dist] == md.version(dist), dist
+    assert "pytest" not in carried  # tools stay out
+    with payload(example_bundle) as archive:
+        assert site["files"] == len([n for n in archive.namelist() if n.startswith("site/")])
+    needs = report["needs"]
+    assert needs["python"] == ["%d.%d" % sys.version_info[:2]]
+    assert needs["glibc"] == config["glibc"] and needs["machine"] == os.uname().machine
 
 
 def test_bootstrap_stays_small_and_stdlib_only() -> None:
