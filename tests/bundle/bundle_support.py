@@ -123,6 +123,10 @@ def tiny_bundle(
 
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp)
+        if "tinypkg" in body:
+            (site / "tinypkg" / "sub").mkdir(parents=True)
+            (site / "tinypkg" / "__init__.py").write_text("")
+            (site / "tinypkg" / "sub" / "__init__.py").write_text("")
         (site / f"{SCRIPT_MODULE}.py").write_text(
             "import json, os, sys\n"
             f"VERSION = {version!r}\n"

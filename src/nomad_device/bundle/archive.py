@@ -132,7 +132,9 @@ def _either(names: list[str], last: str = "or") -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" {last} " + names[-1]
 
 
-def _compile_tree(tree: Path, versions: list[Version], ddir: str) -> None:
+def _compile_tree(
+    tree: Path, versions: list[Version], ddir: str, compilers: Mapping[Version, Path] = {}
+) -> None:
     """Bytecode for every module, for each Python that imports ``tree``.
 
     The cache directory is immutable once published (its name is the content
@@ -152,7 +154,7 @@ def _compile_tree(tree: Path, versions: list[Version], ddir: str) -> None:
                 workers=1,
             )
             continue
-        python = find_python(version)
+        python = compilers.get(version) or find_python(version)
         done = subprocess.run(
             [
                 str(python),
@@ -266,7 +268,9 @@ def _boot_modules(runtime: Runtime, python: Path) -> dict[str, bytes]:
         "import importlib,json,pkgutil,sys\n"
         f"for n in {names!r}: importlib.import_module(n)\n"
         "import encodings\n"
-        "for m in pkgutil.iter_modules(encodings.__path__): importlib.import_module('encodings.'+m.name)\n"
+        "for m in pkgutil.iter_modules(encodings.__path__):\n"
+        "    try: importlib.import_module('encodings.'+m.name)\n"
+        "    except ImportError: pass  # a codec of a library left out (bz2, lzma)\n"
         "print(json.dumps(sorted({getattr(m,'__file__',None) or '' for m in list(sys.modules.values())})))\n"
     )
     done = subprocess.run([str(python), "-I", "-S", "-c", script], capture_output=True, text=True, check=False)
@@ -346,9 +350,10 @@ def write_bundle(
     if not users:
         raise BundleError("a bundle needs a node Python or a runtime to run on")
     machine = machine or (runtime.machine if runtime else os.uname().machine)
-    _compile_tree(site, users, "bundle")
+    compilers = {runtime.python[:2]: _runtime_compiler(runtime)} if runtime else {}
+    _compile_tree(site, users, "bundle", compilers)
     for abi, tree in abi_sites.items():
-        _compile_tree(tree, [abi], "bundle")
+        _compile_tree(tree, [abi], "bundle", compilers)
     trees: dict[str, Path] = {"site": site}
     trees.update({f"site-cp{a[0]}{a[1]}": t for a, t in sorted(abi_sites.items())})
     if runtime is not None:
@@ -357,7 +362,13 @@ def write_bundle(
     elf_paths = [p for t in trees.values() for p in _files(t)]
     if runtime is not None:
         elf_paths.append(runtime.launcher)
-    measured, _ = glibc_floor(elf_paths)
+    measured, infos = glibc_floor(elf_paths)
+    bundled = {Path(path).name for path in infos}
+    libraries = sorted(
+        {lib for info in infos.values() for lib in info.needed}
+        - bundled
+        - {lib for lib in (n for i in infos.values() for n in i.needed) if _is_glibc(lib)}
+    )
     floors = [v for v in (glibc, measured) if v is not None]
     sha = _payload_digest(payload)
     prefix = runtime.launcher.read_bytes() if runtime is not None else b""
@@ -373,6 +384,7 @@ def write_bundle(
         "runtime": (
             {"python": list(runtime.python), "glibc": list(runtime.glibc)} if runtime else None
         ),
+        "libraries": libraries,
         "site_dirs": sorted(trees.keys() - {"stdlib"}, key=lambda d: (d == "site", d)),
         "key": f"{name}-{sha[:16]}",
     }
@@ -409,13 +421,13 @@ def write_bundle(
         return config
     config["payload"] = {"offset": len(prefix), "size": len(payload), "sha256": sha}
     source = _bootstrap_source(config)
-    compiler = _runtime_compiler(runtime)
+    compiler = compilers[runtime.python[:2]]
     boot = _boot_modules(runtime, compiler)
     boot[f"{_BOOT_MODULE}.py"] = source
     boot[f"{_BOOT_MODULE}.pyc"] = _pyc(source, _BOOT_MODULE, compiler, runtime.python[:2])
     for v in pythons:
         # What the node's Python imports from this zip when the bundle hands over to it.
-        boot[f"{_BOOT_MODULE}_{v[0]}{v[1]}.pyc"] = _pyc(source, _BOOT_MODULE, None, v)
+        boot[f"{_BOOT_MODULE}_{v[0]}{v[1]}.pyc"] = _pyc(source, _BOOT_MODULE, compilers.get(v), v)
     tail = _zip({}, boot)
     _write_file(output, [prefix, payload, tail])
     return config
@@ -431,6 +443,14 @@ def _runtime_compiler(runtime: Runtime) -> Path:
     if native is None:  # pragma: no cover - a native runtime always has one
         raise BundleError("no native build of the runtime to compile its bytecode")
     return native
+
+
+#: Libraries that are part of glibc itself (covered by the glibc floor).
+_GLIBC_LIBS = ("libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so", "libutil.so", "ld-linux")
+
+
+def _is_glibc(library: str) -> bool:
+    return library.startswith(_GLIBC_LIBS)
 
 
 def _is_elf(bundle: Path) -> bool:
@@ -489,7 +509,11 @@ def contents(bundle: Path) -> dict[str, Any]:
                     line.split(": ", 1) for line in meta.splitlines()[:20] if ": " in line
                 )
                 entry["distributions"][fields.get("Name", parts[0])] = fields.get("Version", "?")
-    needs: dict[str, Any] = {"machine": config["machine"], "glibc": config["glibc"]}
+    needs: dict[str, Any] = {
+        "machine": config["machine"],
+        "glibc": config["glibc"],
+        "libraries": config.get("libraries", []),
+    }
     if config.get("pythons"):
         needs["python"] = [f"{v[0]}.{v[1]}" for v in config["pythons"]]
     report = {

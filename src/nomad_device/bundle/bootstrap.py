@@ -313,6 +313,10 @@ def candidates() -> "list[str]":
     return roots
 
 
+#: The version's cache directory once known, for every later error message.
+_cache = ""
+
+
 def cache_root() -> "tuple[int, str]":
     refused = []  # type: list[str]
     override = os.environ.get(ENV_CACHE)
@@ -630,8 +634,9 @@ def settle(
     bundle: str, bundle_fd: int, root_fd: int, root: str, wanted: "list[str]"
 ) -> "tuple[int, bool]":
     """The locked, checked directory of this version, unpacking or healing it first if need be."""
+    global _cache
     key = str(CONFIG["key"])
-    target = os.path.join(root, key)
+    target = _cache = os.path.join(root, key)
     unpacked = healed = False
     for _ in range(4):
         fd = open_locked(root_fd, key)
@@ -821,9 +826,10 @@ def main(runtime: bool = False) -> None:
         # before the SDK's own hooks are in place: still one hclog line.
         import traceback
 
+        where = " (cache directory %s)" % _cache if _cache else ""
         fail(
-            "plugin bundle failed: %s: %s" % (type(exc).__name__, exc),
-            {"traceback": traceback.format_exc()},
+            "plugin bundle failed: %s: %s%s" % (type(exc).__name__, exc, where),
+            {"traceback": traceback.format_exc(), "cache": _cache},
         )
 
 

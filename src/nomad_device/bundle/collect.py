@@ -337,9 +337,11 @@ def find_python(version: tuple[int, int]) -> Path:
     if version == sys.version_info[:2]:
         return Path(getattr(sys, "_base_executable", sys.executable))
     name = f"python{version[0]}.{version[1]}"
-    found = shutil.which(name)
-    if found:
-        return Path(found)
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        found = Path(directory) / name
+        # pyenv's shims are shell scripts that fail for a version not selected.
+        if "shims" not in found.parts and found.is_file() and os.access(found, os.X_OK):
+            return found
     root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
     prefix = f"{version[0]}.{version[1]}."
     candidates = sorted(

@@ -280,7 +280,7 @@ def _toolchain(zig: Path, machine: str, into: Path) -> dict[str, str]:
         '  case $a in -target) skip=1; continue ;; --target=*) continue ;; esac\n'
         '  set -- "$@" "$a"\n'
         "done\n"
-        f'exec "{zig}" cc -target {target} "$@"\n'
+        f'exec "{zig}" cc -target {target} -Wno-date-time "$@"\n'
     )
     tools = {"CC": str(cc)}
     for tool in ("ar", "ranlib"):
@@ -342,7 +342,7 @@ def _python(
         **os.environ,
         **tools,
         "MODULE_BUILDTYPE": "static",
-        "CFLAGS": "-O2",
+        "OPT": "-DNDEBUG -O2 -Wall",  # no -g: the launcher is stripped anyway
         "CPPFLAGS": inc,
         "LDFLAGS": lib,
         "LIBFFI_CFLAGS": inc,
@@ -391,7 +391,7 @@ def _python(
         check=True,
     ).stdout
     line = next(part for part in link.splitlines() if "-o python " in part)
-    line = line.replace("-o python ", "-o nomad-launcher ").replace(
+    line = line.replace("-o python ", "-o nomad-launcher -s ").replace(
         "Programs/python.o", "Programs/nomad_launcher.o"
     )
     _run(["sh", "-c", line], src, "link the launcher", env)
@@ -417,6 +417,28 @@ def _stage(src: Path, machine: str, stage: Path) -> None:
         (stage / "bin").mkdir()
         shutil.copyfile(src / "python", stage / "bin" / f"python{version}")
         (stage / "bin" / f"python{version}").chmod(0o755)
+
+
+def _precompile(stage: Path, python: Path, work: Path) -> None:
+    """Bytecode for the whole library, by a Python of the same version that runs here."""
+    lib = stage / "lib" / f"python{PYTHON[0]}.{PYTHON[1]}"
+    _run(
+        [
+            str(python),
+            "-I",
+            "-m",
+            "compileall",
+            "-q",
+            "-q",
+            "-d",
+            "stdlib",
+            "--invalidation-mode",
+            "unchecked-hash",
+            str(lib),
+        ],
+        work,
+        "compiling the standard library",
+    )
 
 
 def build_runtime(machine: str, *, log: bool = True) -> Runtime:
@@ -445,6 +467,7 @@ def build_runtime(machine: str, *, log: bool = True) -> Runtime:
         stage = work / "stage"
         stage.mkdir()
         _stage(src, machine, stage)
+        _precompile(stage, build_python or stage / "bin" / f"python{PYTHON[0]}.{PYTHON[1]}", work)
         from nomad_device.bundle.elf import glibc_floor
 
         floor, _ = glibc_floor([stage / "launcher"])
