@@ -158,7 +158,7 @@ def test_inspect_prints_what_the_bundle_carries(example_bundle: Path) -> None:
     with payload(example_bundle) as archive:
         assert site["files"] == len([n for n in archive.namelist() if n.startswith("site/")])
     needs = report["needs"]
-    assert needs["python"] == ["%d.%d" % sys.version_info[:2]]
+    assert needs["python"] == ["{}.{}".format(*sys.version_info[:2])]
     assert needs["glibc"] == config["glibc"] and needs["machine"] == os.uname().machine
 
 

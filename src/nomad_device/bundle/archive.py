@@ -35,6 +35,7 @@ docs/performance.md).
 from __future__ import annotations
 
 import compileall
+import contextlib
 import hashlib
 import io
 import json
@@ -102,7 +103,8 @@ if [ -z "$bad" ] && [ -n "$py" ] && [ -f "$py" ] && [ -x "$py" ]; then
   exec "$py" -I -S -c 'import sys;f=open(sys.argv[1],"rb");f.seek({offset:10d});'\
 'c=f.read({length:10d});f.close();t={table}.get(sys.version_info[:2])'\
 'if sys.implementation.name=="cpython"else None;'\
-'exec(__import__("marshal").loads(c[t[0]:t[1]])if t else compile(c[:{split:10d}],sys.argv[1],"exec"))' "$0" "$@"
+'exec(__import__("marshal").loads(c[t[0]:t[1]])if t else '\
+'compile(c[:{split:10d}],sys.argv[1],"exec"))' "$0" "$@"
 fi
 esc() {{
   s=$1 out=
@@ -236,8 +238,13 @@ def _pyc(source: bytes, name: str, python: Path | None, version: Version) -> byt
         magic = MAGIC_NUMBER
     else:
         done = subprocess.run(
-            [str(python or find_python(version)), "-I", "-S", "-c",
-             "import sys,importlib.util as u;sys.stdout.buffer.write(u.MAGIC_NUMBER)"],
+            [
+                str(python or find_python(version)),
+                "-I",
+                "-S",
+                "-c",
+                "import sys,importlib.util as u;sys.stdout.buffer.write(u.MAGIC_NUMBER)",
+            ],
             capture_output=True,
             check=True,
         )
@@ -271,9 +278,12 @@ def _boot_modules(runtime: Runtime, python: Path) -> dict[str, bytes]:
         "for m in pkgutil.iter_modules(encodings.__path__):\n"
         "    try: importlib.import_module('encodings.'+m.name)\n"
         "    except ImportError: pass  # a codec of a library left out (bz2, lzma)\n"
-        "print(json.dumps(sorted({getattr(m,'__file__',None) or '' for m in list(sys.modules.values())})))\n"
+        "files = {getattr(m, '__file__', None) or '' for m in list(sys.modules.values())}\n"
+        "print(json.dumps(sorted(files)))\n"
     )
-    done = subprocess.run([str(python), "-I", "-S", "-c", script], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(python), "-I", "-S", "-c", script], capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         raise BundleError(f"listing the bootstrap's modules failed: {done.stderr[-2000:]}")
     stdlib = str(runtime.stdlib) + "/"
@@ -309,10 +319,8 @@ def _write_file(output: Path, parts: list[bytes]) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, output)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 
@@ -405,9 +413,14 @@ def write_bundle(
         for code in codes:
             spans.append((at, at + len(code)))
             at += len(code)
-        table = "{" + ",".join(
-            f"({v[0]},{v[1]}):({a:10d},{b:10d})" for v, (a, b) in zip(pythons, spans, strict=True)
-        ) + "}"
+        table = (
+            "{"
+            + ",".join(
+                f"({v[0]},{v[1]}):({a:10d},{b:10d})"
+                for v, (a, b) in zip(pythons, spans, strict=True)
+            )
+            + "}"
+        )
         prelude = _PRELUDE.format(
             offset=prelude_len + len(payload),
             length=at,
@@ -446,7 +459,15 @@ def _runtime_compiler(runtime: Runtime) -> Path:
 
 
 #: Libraries that are part of glibc itself (covered by the glibc floor).
-_GLIBC_LIBS = ("libc.so", "libm.so", "libpthread.so", "libdl.so", "librt.so", "libutil.so", "ld-linux")
+_GLIBC_LIBS = (
+    "libc.so",
+    "libm.so",
+    "libpthread.so",
+    "libdl.so",
+    "librt.so",
+    "libutil.so",
+    "ld-linux",
+)
 
 
 def _is_glibc(library: str) -> bool:

@@ -187,8 +187,9 @@ def node_python() -> "str | None":
 
 def exec_node_python(python: str, bundle: str, args: "list[str]") -> None:
     """Run this module again on the node's Python, from the zip at the bundle's end."""
+    # Last on sys.path: the node's own library comes first, only this module from the zip.
     loader = (
-        "import sys;sys.path[:0]=[sys.argv[1]];"
+        "import sys;sys.path.append(sys.argv[1]);"
         "m=__import__('_nomad_bundle_boot_%d%d'%sys.version_info[:2]);m.main()"
     )
     try:
@@ -343,7 +344,7 @@ def cache_root() -> "tuple[int, str]":
 
 
 def open_locked(root_fd: int, key: str) -> "int | None":
-    """A shared-locked descriptor of the version ``key``, or None if it is not (or no longer) there."""
+    """A shared-locked descriptor of version ``key``; None if it is not (or no longer) there."""
     import fcntl
 
     try:
@@ -360,6 +361,10 @@ def open_locked(root_fd: int, key: str) -> "int | None":
         os.close(fd)
         return None
     return fd
+
+
+#: Why a sound version must be unpacked again: it was unpacked for another Python.
+_ANOTHER = "is not unpacked: another Python unpacked this version"
 
 
 def damaged(fd: int, wanted: "list[str]") -> "str | None":
@@ -396,7 +401,7 @@ def damaged(fd: int, wanted: "list[str]") -> "str | None":
             return "%s is missing" % rel
     for name in wanted:
         if name not in listed:
-            return "%s was not unpacked (another Python unpacked this version)" % name
+            return "%s %s" % (name, _ANOTHER)
     return None
 
 
@@ -494,7 +499,9 @@ def _extract(archive: "object", top: int, wanted: "list[str]") -> "tuple[list[st
                     made.append(rel)
                 except FileExistsError:
                     pass
-                chain.append((rel, os.open(parts[depth], _DIR_FLAGS | _NOFOLLOW, dir_fd=chain[-1][1])))
+                chain.append(
+                    (rel, os.open(parts[depth], _DIR_FLAGS | _NOFOLLOW, dir_fd=chain[-1][1]))
+                )
             mode = 0o755 if (info.external_attr >> 16) & 0o111 else 0o644
             out = os.open(parts[-1], flags, mode, dir_fd=chain[-1][1])
             try:
@@ -529,7 +536,7 @@ def _write_mark(top: int, made: "list[str]") -> None:
 
 
 def _make_durable(top: int, made: "list[str]", files: "list[str]") -> None:
-    """What was written, on disk: one ``syncfs``, or else an ``fsync`` of each file and directory."""
+    """What was written, on disk: one ``syncfs``, else an ``fsync`` of each file and directory."""
     if _sync(top):
         return
     for rel in files:
@@ -550,7 +557,7 @@ def _remove(root_fd: int, name: str) -> None:
     import shutil
 
     try:
-        shutil.rmtree(name, dir_fd=root_fd)  # type: ignore[call-arg]
+        shutil.rmtree(name, dir_fd=root_fd)
     except (OSError, TypeError):
         pass
 
@@ -584,7 +591,7 @@ def unpack(
     try:
         top = os.open(tmp, _DIR_FLAGS | _NOFOLLOW, dir_fd=root_fd)
         try:
-            with zipfile.ZipFile(_payload(bundle_fd)) as archive:  # type: ignore[arg-type]
+            with zipfile.ZipFile(_payload(bundle_fd)) as archive:
                 made, files = _extract(archive, top, wanted)
             _make_durable(top, made, files)
             # Written last: the mark says every file above is on disk.
@@ -653,12 +660,19 @@ def settle(
                 "again (%s)" % (target, problem),
                 {"cache": target},
             )
-        log(
-            "warn",
-            "plugin bundle cache directory %s is damaged (%s); unpacking it again"
-            % (target, problem),
-            {"cache": target},
-        )
+        if problem.endswith(_ANOTHER):
+            log(
+                "info",
+                "plugin bundle unpacks again for this Python (%s)" % problem,
+                {"cache": target},
+            )
+        else:
+            log(
+                "warn",
+                "plugin bundle cache directory %s is damaged (%s); unpacking it again"
+                % (target, problem),
+                {"cache": target},
+            )
         discard(root_fd, key, fd)
         os.close(fd)
         healed = True
@@ -678,7 +692,10 @@ def clean(root_fd: int, name: str, current: str) -> None:
     for entry in os.listdir(root_fd):
         if entry.startswith(".unpack-"):
             try:
-                if time.time() - os.stat(entry, dir_fd=root_fd, follow_symlinks=False).st_mtime > STALE_SECONDS:
+                if (
+                    time.time() - os.stat(entry, dir_fd=root_fd, follow_symlinks=False).st_mtime
+                    > STALE_SECONDS
+                ):
                     _remove(root_fd, entry)
             except OSError:
                 pass
@@ -738,7 +755,8 @@ def _pinned(fd: int, root: str, key: str) -> str:
 def site_dirs(runtime: bool) -> "list[str]":
     """The payload's import directories for the running Python, most specific first."""
     tag = "site-cp%d%d" % sys.version_info[:2]
-    dirs = [d for d in CONFIG.get("site_dirs", ["site"]) if d in (tag, "site")]  # type: ignore[union-attr]
+    listed = CONFIG.get("site_dirs") or ["site"]  # type: list[str]  # type: ignore[assignment]
+    dirs = [d for d in listed if d in (tag, "site")]
     if runtime:
         dirs = ["stdlib", *dirs]
     return dirs
@@ -750,8 +768,18 @@ def run(bundle: str, base: str, args: "list[str]", runtime: bool) -> None:
     if runtime:
         sys.path[:] = paths  # the interpreter's own library, then the plugin's
     else:
-        sys.path.extend(paths)
+        sys.path[:] = [p for p in sys.path if p != bundle] + paths
     sys.argv = [bundle, *args]
+    log(
+        "debug",
+        "plugin bundle starts",
+        {
+            "interpreter": "bundled" if runtime else "node",
+            "python": sys.executable,
+            "version": "%d.%d.%d" % sys.version_info[:3],
+            "cache": _cache,
+        },
+    )
     kind = CONFIG["kind"]
     entry = str(CONFIG["entry"])
     if kind == "script":

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from nomad_device.bundle.archive import write_bundle
-from nomad_device.bundle.elf import MACHINES
-from nomad_device.bundle.runtime import GLIBC, runtime_for
 from nomad_device.bundle.collect import (
     SDK_DIST,
     BundleError,
@@ -27,6 +25,8 @@ from nomad_device.bundle.collect import (
     glibc_needed,
     requirement_roots,
 )
+from nomad_device.bundle.elf import MACHINES
+from nomad_device.bundle.runtime import GLIBC, runtime_for
 
 __all__ = [
     "INTERPRETERS",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from nomad_device.bundle.archive import contents
 from nomad_device.bundle.build import INTERPRETERS, build_bundle, ready_made_plugins, resolve_target
-from nomad_device.bundle.elf import MACHINES
 from nomad_device.bundle.collect import BundleError, Root
+from nomad_device.bundle.elf import MACHINES
 
 __all__ = ["main"]
 

@@ -345,7 +345,11 @@ def find_python(version: tuple[int, int]) -> Path:
     root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
     prefix = f"{version[0]}.{version[1]}."
     candidates = sorted(
-        (p for p in root.glob(f"{prefix}*/bin/{name}") if p.parents[1].name[len(prefix) :].isdigit()),
+        (
+            p
+            for p in root.glob(f"{prefix}*/bin/{name}")
+            if p.parents[1].name[len(prefix) :].isdigit()
+        ),
         key=lambda p: int(p.parents[1].name[len(prefix) :]),
         reverse=True,
     )

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ElfInfo", "MACHINES", "glibc_floor", "read_elf"]
+__all__ = ["MACHINES", "ElfInfo", "glibc_floor", "read_elf"]
 
 #: e_machine values of the CPUs bundles are built for, by ``uname -m`` name.
 MACHINES = {"x86_64": 62, "aarch64": 183}
@@ -54,7 +54,7 @@ def read_elf(path: Path) -> ElfInfo | None:
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return None
     (machine,) = struct.unpack_from("<H", data, 18)
-    shoff, = struct.unpack_from("<Q", data, 40)
+    (shoff,) = struct.unpack_from("<Q", data, 40)
     shentsize, shnum = struct.unpack_from("<HH", data, 58)
     sections = [
         struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)

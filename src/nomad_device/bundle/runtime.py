@@ -148,7 +148,9 @@ class Runtime:
             info = json.loads((root / "runtime.json").read_text())
         except (OSError, ValueError) as exc:
             raise BundleError(f"{root} is not a built runtime: {exc}") from None
-        return cls(root, info["machine"], tuple(info["python"]), tuple(info["glibc"]))  # type: ignore[arg-type]
+        python = (int(info["python"][0]), int(info["python"][1]), int(info["python"][2]))
+        glibc = (int(info["glibc"][0]), int(info["glibc"][1]))
+        return cls(root, str(info["machine"]), python, glibc)
 
 
 def _zig() -> Path:
@@ -158,7 +160,7 @@ def _zig() -> Path:
             "building the bundled interpreter needs zig: pip install 'nomad-device-sdk[runtime]' "
             "(PyPI's ziglang)"
         )
-    return Path(list(spec.submodule_search_locations)[0]) / "zig"
+    return Path(next(iter(spec.submodule_search_locations))) / "zig"
 
 
 def _zig_version(zig: Path) -> str:
@@ -176,7 +178,8 @@ def _key(machine: str, zig_version: str) -> str:
     digest.update(json.dumps([RECIPE, machine, GLIBC, SOURCES, zig_version]).encode())
     digest.update(_LAUNCHER.read_bytes())
     digest.update(Path(__file__).read_bytes())
-    return f"{machine}-cpython{SOURCES['python'][1]}-glibc{GLIBC[0]}.{GLIBC[1]}-{digest.hexdigest()[:12]}"
+    python = SOURCES["python"][1]
+    return f"{machine}-cpython{python}-glibc{GLIBC[0]}.{GLIBC[1]}-{digest.hexdigest()[:12]}"
 
 
 def _apt_mirror() -> str:
@@ -238,13 +241,22 @@ def fetch_sources(into: Path) -> dict[str, Path]:
             ]
             _run(["apt-get", *options, "update"], apt, "apt-get update (Debian source index)")
             for name in missing:
-                package = SOURCES[name][0]
-                _run(
+                package, _, tarball, _ = SOURCES[name]
+                # Only the upstream tarball matters: a Debian revision's own files
+                # missing from a mirror (a 404 on its .dsc) must not stop the build.
+                done = subprocess.run(
                     ["apt-get", *options, "source", "--download-only", package],
-                    apt / "dl",
-                    f"apt-get source {package}",
+                    cwd=apt / "dl",
+                    capture_output=True,
+                    text=True,
+                    check=False,
                 )
-                shutil.copyfile(apt / "dl" / SOURCES[name][2], wanted[name])
+                if not (apt / "dl" / tarball).exists():
+                    raise BundleError(
+                        f"apt-get source {package} brought no {tarball}:\n{done.stdout[-1500:]}"
+                        f"{done.stderr[-1500:]}"
+                    )
+                shutil.copyfile(apt / "dl" / tarball, wanted[name])
     for name, path in wanted.items():
         if _sha256(path) != SOURCES[name][3]:
             raise BundleError(
@@ -276,8 +288,8 @@ def _toolchain(zig: Path, machine: str, into: Path) -> dict[str, str]:
         "skip=0\n"
         'for a in "$@"; do\n'
         "  shift\n"
-        '  if [ $skip = 1 ]; then skip=0; continue; fi\n'
-        '  case $a in -target) skip=1; continue ;; --target=*) continue ;; esac\n'
+        "  if [ $skip = 1 ]; then skip=0; continue; fi\n"
+        "  case $a in -target) skip=1; continue ;; --target=*) continue ;; esac\n"
         '  set -- "$@" "$a"\n'
         "done\n"
         f'exec "{zig}" cc -target {target} -Wno-date-time "$@"\n'
@@ -303,7 +315,12 @@ def _deps(sources: dict[str, Path], tools: dict[str, str], machine: str, work: P
     env = {**os.environ, **tools, "CFLAGS": "-O2 -fPIC"}
     host = f"{machine}-linux-gnu"
     zlib = _unpack(sources["zlib"], work / "zlib")
-    _run(["./configure", "--static", f"--prefix={prefix}"], zlib, "zlib configure", {**env, "CHOST": host})
+    _run(
+        ["./configure", "--static", f"--prefix={prefix}"],
+        zlib,
+        "zlib configure",
+        {**env, "CHOST": host},
+    )
     _run(["make", "-j2", "libz.a"], zlib, "zlib make", env)
     _run(["make", "install"], zlib, "zlib install", env)
     ffi = _unpack(sources["libffi"], work / "libffi")
@@ -455,8 +472,11 @@ def build_runtime(machine: str, *, log: bool = True) -> Runtime:
         build_python = native.build_python
     start = time.monotonic()
     if log:
-        print(f"nomad-device-bundle: building CPython {SOURCES['python'][1]} for {machine} "
-              f"(glibc {GLIBC[0]}.{GLIBC[1]}), once: several minutes", file=sys.stderr)
+        print(
+            f"nomad-device-bundle: building CPython {SOURCES['python'][1]} for {machine} "
+            f"(glibc {GLIBC[0]}.{GLIBC[1]}), once: several minutes",
+            file=sys.stderr,
+        )
     sources = fetch_sources(_home() / "sources")
     base.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"build-{machine}-", dir=base) as tmp:

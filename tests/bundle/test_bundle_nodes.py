@@ -1,0 +1,329 @@
+"""Bundles on nodes unlike the build machine (issue 20), driven over the real wire.
+
+- every Python on the machine hidden (a mount namespace covers them), the bundle
+  alone in a read-only plugin_dir, no HOME, systemd's PATH: the Go host drives
+  it through fingerprint, stats, reserve and kill, and the conformance suite,
+  itself a bundle with its own interpreter, passes;
+- the same bundle on the node's CPython 3.11, 3.12 and 3.13 when one is there;
+- chroots of Debian bullseye (glibc 2.31, Python 3.9: too old, so the bundle's
+  own interpreter runs) and trixie (Python 3.13: the node's runs), driven from
+  outside over the plugin's socket;
+- a C library older than the bundle needs: one hclog line saying both;
+- an aarch64 bundle built here, run under qemu-user through binfmt_misc in an
+  arm64 Debian tree, driven by the (x86_64) Go host.
+
+The bundles with an interpreter need the runtime build (``runtime.py``), cached
+after the first run; these tests are slow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nomad_device.bundle import read_config, write_bundle
+from nomad_device.bundle.build import SCRIPT_MODULE
+from nomad_device.bundle.runtime import build_runtime
+from nomad_device.config import encode_config
+from nomad_device.plugins.example import ExampleConfig
+
+from .bundle_support import build, node_env, read_only
+from .nodes import binfmt_aarch64, debian_root, glibc_of, in_root
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(3000)]
+
+CONFORMANCE = "nomad-device-conformance"
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Bundles built once for this module, in a directory other users can read."""
+    path = Path(tempfile.mkdtemp(prefix="nd20-dist-"))
+    path.chmod(0o755)
+    yield path  # type: ignore[misc]
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _build(dist: Path, name: str, *args: str, target: str = "nomad-device-example") -> Path:
+    out = dist / name
+    if not out.exists():
+        done = build(target, "-o", str(out), *args, timeout=3000)
+        assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def auto_bundle(dist: Path) -> Path:
+    """The example with its own interpreter, using the node's CPython 3.11 to 3.13 when present."""
+    return _build(dist, "nomad-device-example", "--interpreter", "auto")
+
+
+def _devices(base: Path) -> Path:
+    devices = base / "devices"
+    devices.mkdir(exist_ok=True)
+    for name, mode in (("device01", 0o777), ("device02", 0o644), ("device03", 0o644)):
+        (devices / name).write_text(name)
+        (devices / name).chmod(mode)
+    return devices
+
+
+def _gohost_argv(interop_bin: Path, devices: Path, plugin: list[str]) -> list[str]:
+    config = encode_config(ExampleConfig(dir=str(devices), list_period="1s"))
+    return [
+        str(interop_bin / "gohost"),
+        "-quiet",
+        "-start-timeout",
+        "120s",
+        "-config-hex",
+        config.hex(),
+        "-reserve",
+        "device02",
+        "-stats-interval",
+        "100ms",
+        "--",
+        *plugin,
+    ]
+
+
+def _ok(result: dict[str, Any], what: str) -> Any:
+    assert result["ok"], f"{what}: {result.get('error')}"
+    return result.get("value")
+
+
+def _check_report(report: dict[str, Any], devices: Path) -> dict[str, Any]:
+    """Nomad's whole conversation went as it must; the bundle's start line."""
+    assert report.get("error") is None, report
+    assert _ok(report["plugin_info"], "PluginInfo")["name"] == "example-fs-device"
+    _ok(report["set_config"], "SetConfig")
+    (group,) = _ok(report["fingerprint"], "Fingerprint")["groups"]
+    health = {d["id"]: d["healthy"] for d in group["devices"]}
+    assert health == {"device01": False, "device02": True, "device03": True}
+    (reserved,) = report["reserve"]
+    assert _ok(reserved, "Reserve")["mounts"][0]["host_path"] == str(devices / "device02")
+    (stats,) = _ok(report["stats"], "Stats")["groups"]
+    assert sorted(stats["instance_stats"]) == ["device01", "device02", "device03"]
+    assert report["kill"]["outcome"] == "graceful", report["kill"]
+    assert report["kill"]["process_gone"]
+    for record in report["logs"]:
+        assert not record["message"].startswith("{"), record  # every line was hclog
+    (start,) = [r for r in report["logs"] if r["message"] == "plugin bundle starts"]
+    fields: dict[str, Any] = start["fields"]
+    return fields
+
+
+def _gohost(argv: list[str], env: dict[str, str], timeout: float = 600) -> dict[str, Any]:
+    done = subprocess.run(
+        argv, env=env, cwd="/", capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode != 99, "plugin_dir was still writable"
+    try:
+        report: dict[str, Any] = json.loads(done.stdout)
+    except ValueError:
+        pytest.fail(f"no report from the Go host: {done.stdout[-2000:]}{done.stderr[-3000:]}")
+    return report
+
+
+#: Every Python this machine has, covered: a char device in place of each
+#: interpreter file (so neither `[ -f ]` nor exec finds one) and empty tmpfs
+#: over pyenv's and the distribution's libraries.
+_HIDE = """
+set -e
+for f in /usr/bin/python* /usr/local/bin/python* /bin/python*; do
+  [ -e "$f" ] && [ ! -L "$f" ] && mount --bind /dev/null "$f"
+done
+for d in /root/.pyenv /usr/lib/python3 /usr/lib/python3.*; do
+  [ -d "$d" ] && mount -t tmpfs -o size=1m,mode=0755 tmpfs "$d"
+done
+if command -v python3 >/dev/null 2>&1 && python3 -c pass 2>/dev/null; then exit 97; fi
+exec "$@"
+"""
+
+
+def _hidden(argv: list[str]) -> list[str]:
+    return ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", _HIDE, "hide", *argv]
+
+
+@pytest.fixture(scope="module")
+def bundled_suite(dist: Path) -> Path:
+    """The conformance suite as a bundle with its own interpreter: it runs where no Python is."""
+    return _build(dist, CONFORMANCE, "--interpreter", "bundled", target="nomad-device-conformance")
+
+
+def test_no_python_on_the_node_go_host_and_conformance(
+    interop_bin: Path, auto_bundle: Path, bundled_suite: Path, tmp_path: Path
+) -> None:
+    plugin_dir = tmp_path / "plugins"
+    plugin_dir.mkdir()
+    bundle = plugin_dir / auto_bundle.name
+    shutil.copy2(auto_bundle, bundle)
+    devices = _devices(tmp_path)
+    env = node_env(NOMAD_DEVICE_BUNDLE_CACHE=str(tmp_path / "cache"))
+    assert "HOME" not in env and ".venv" not in env["PATH"]
+    argv = read_only(plugin_dir, _gohost_argv(interop_bin, devices, [str(bundle)]))
+    report = _gohost(_hidden(argv), env)
+    start = _check_report(report, devices)
+    assert start["interpreter"] == "bundled"
+    assert start["version"] == "3.13.5"
+
+    suite = [
+        str(bundled_suite),
+        "--json",
+        "--config-json",
+        json.dumps({"dir": str(devices)}),
+        "--",
+        str(bundle),
+    ]
+    done = subprocess.run(
+        _hidden(read_only(plugin_dir, suite)),
+        env=env,
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode not in (97, 99), done.stderr
+    result = json.loads(done.stdout)
+    failed = [r for r in result["results"] if r["status"] == "fail"]
+    assert result["ok"], failed
+    assert done.returncode == 0
+
+
+@pytest.mark.parametrize("version", ["3.11", "3.12", "3.13"])
+def test_auto_bundle_runs_on_each_node_python(
+    interop_bin: Path, auto_bundle: Path, tmp_path: Path, version: str
+) -> None:
+    """Where the node has a CPython the bundle carries code for, that one runs it."""
+    from nomad_device.bundle.collect import find_python
+
+    python = find_python(tuple(int(p) for p in version.split(".")))  # type: ignore[arg-type]
+    devices = _devices(tmp_path)
+    env = node_env(
+        PATH=f"{python.parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        NOMAD_DEVICE_BUNDLE_CACHE=str(tmp_path / "cache"),
+    )
+    report = _gohost(_gohost_argv(interop_bin, devices, [str(auto_bundle)]), env)
+    start = _check_report(report, devices)
+    assert start["interpreter"] == "node"
+    assert os.path.realpath(start["python"]) == os.path.realpath(python)
+    assert start["version"].startswith(version + ".")
+
+
+def _shared(tmp_path: Path) -> Path:
+    """A directory seen at the same path inside a chroot and out: bundle, socket, devices."""
+    shared = Path(tempfile.mkdtemp(prefix="nd20-node-"))
+    shared.chmod(0o755)
+    return shared
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Iterator[Path]:
+    path = _shared(tmp_path)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("suite", "interpreter", "glibc"),
+    [("bullseye", "bundled", (2, 31)), ("trixie", "node", (2, 41))],
+)
+def test_debian_chroot_driven_from_outside(
+    interop_bin: Path,
+    auto_bundle: Path,
+    shared: Path,
+    suite: str,
+    interpreter: str,
+    glibc: tuple[int, int],
+) -> None:
+    root = debian_root(suite)
+    assert glibc_of(root) == glibc
+    bundle = shared / auto_bundle.name
+    shutil.copy2(auto_bundle, bundle)
+    devices = _devices(shared)
+    plugin = in_root(root, [str(bundle)], shared)
+    env = node_env(PLUGIN_UNIX_SOCKET_DIR=str(shared / "sock"))
+    (shared / "sock").mkdir(mode=0o700)
+    report = _gohost(_gohost_argv(interop_bin, devices, plugin), env)
+    start = _check_report(report, devices)
+    assert start["interpreter"] == interpreter
+    if interpreter == "node":
+        assert start["python"] == "/usr/bin/python3.13"
+    # Root's default cache, inside the chroot.
+    assert start["cache"].startswith("/var/cache/nomad-device-bundle/")
+
+
+def test_a_c_library_too_old_is_one_hclog_line(interop_bin: Path, shared: Path) -> None:
+    """A bundle whose native code needs glibc 2.34, on bullseye's 2.31, through the Go host."""
+    runtime = build_runtime(os.uname().machine)
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp)
+        (site / f"{SCRIPT_MODULE}.py").write_text("print('never')\n")
+        bundle = shared / "needs-new-glibc"
+        write_bundle(
+            site,
+            bundle,
+            name="needs-new-glibc",
+            version="1",
+            kind="script",
+            entry=SCRIPT_MODULE,
+            glibc=(2, 34),
+            runtime=runtime,
+        )
+    root = debian_root("bullseye")
+    report = _gohost(
+        [
+            str(interop_bin / "gohost"),
+            "-quiet",
+            "-start-timeout",
+            "60s",
+            "--",
+            *in_root(root, [str(bundle)], shared),
+        ],
+        node_env(),
+    )
+    assert report.get("error"), report
+    lines = [r for r in report["logs"] if r["module"] != "plugin" or r["message"]]
+    reasons = [r for r in lines if "cannot start plugin bundle" in r["message"]]
+    assert len(reasons) == 1, report["logs"]
+    assert reasons[0]["level"] == "error"
+    assert reasons[0]["message"] == (
+        f"cannot start plugin bundle {bundle}: it needs Linux {os.uname().machine} with "
+        "glibc 2.34 or newer, but this node is glibc 2.31"
+    )
+
+
+@pytest.fixture(scope="module")
+def aarch64_bundle(dist: Path) -> Path:
+    return _build(
+        dist, "nomad-device-example-aarch64", "--interpreter", "bundled", "--machine", "aarch64"
+    )
+
+
+def test_aarch64_bundle_under_qemu_driven_by_the_go_host(
+    interop_bin: Path, aarch64_bundle: Path, shared: Path
+) -> None:
+    binfmt_aarch64()
+    config = read_config(aarch64_bundle)
+    assert (config["machine"], config["glibc"]) == ("aarch64", [2, 17])
+    with open(aarch64_bundle, "rb") as fh:
+        assert fh.read(20)[18] == 183  # e_machine EM_AARCH64
+    root = debian_root("bookworm", arch="arm64", include=())
+    bundle = shared / "nomad-device-example"
+    shutil.copy2(aarch64_bundle, bundle)
+    devices = _devices(shared)
+    (shared / "sock").mkdir(mode=0o700)
+    report = _gohost(
+        _gohost_argv(interop_bin, devices, in_root(root, [str(bundle)], shared)),
+        node_env(PLUGIN_UNIX_SOCKET_DIR=str(shared / "sock")),
+        timeout=1200,
+    )
+    start = _check_report(report, devices)
+    assert start["interpreter"] == "bundled"
