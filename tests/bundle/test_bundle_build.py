@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from nomad_device.bundle import BundleError, Root, read_config, resolve_target
+from nomad_device.bundle.archive import contents
 from nomad_device.bundle.build import SCRIPT_MODULE, ready_made_plugins
 from nomad_device.bundle.collect import (
     collect_pip,
@@ -227,14 +228,24 @@ def test_other_target_kinds_serve(tmp_path: Path, target: str, name: str) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3000)
 def test_make_dist_builds_every_ready_made_plugin(tmp_path: Path) -> None:
-    """What ``make dist`` runs: one command, one file per ready-made plugin."""
-    done = build("--ready-made", "--output-dir", str(tmp_path))
+    """What ``make dist`` runs for aarch64: one file per ready-made plugin, each an aarch64 ELF."""
+    done = build(
+        "--ready-made", "--interpreter", "auto", "--machine", "aarch64",
+        "--output-dir", str(tmp_path), timeout=3000,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     built = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
     assert built == ready_made_plugins()
     for path in tmp_path.iterdir():
-        assert read_config(path)["name"] == path.name
+        config = read_config(path)
+        assert config["name"] == path.name
+        assert (config["machine"], config["glibc"]) == ("aarch64", [2, 17])
+        assert config["pythons"] == [[3, 11], [3, 12], [3, 13]]
+        assert path.read_bytes()[:20][18] == 183  # EM_AARCH64
+    nvidia = contents(tmp_path / "nomad-device-nvidia")["carries"]["site"]["distributions"]
+    assert "nvidia-ml-py" in nvidia
 
 
 def test_make_dist_target_exists() -> None:
@@ -242,4 +253,8 @@ def test_make_dist_target_exists() -> None:
         ["make", "-n", "dist"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert "nomad-device-bundle --ready-made --output-dir dist" in done.stdout
+    for machine in ("x86_64", "aarch64"):
+        assert (
+            f"nomad-device-bundle --ready-made --interpreter auto --machine {machine} "
+            f"--output-dir dist/{machine}"
+        ) in done.stdout

@@ -32,6 +32,7 @@ The recipe:
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -174,10 +175,10 @@ def _home() -> Path:
 
 
 def _key(machine: str, zig_version: str) -> str:
-    digest = hashlib.sha256()
-    digest.update(json.dumps([RECIPE, machine, GLIBC, SOURCES, zig_version]).encode())
+    """Every input of a build (bump RECIPE when the steps change): equal keys, equal builds."""
+    inputs = [RECIPE, machine, GLIBC, SOURCES, zig_version, sorted(_NOT_BUILT), sorted(_LIB_SKIP)]
+    digest = hashlib.sha256(json.dumps(inputs).encode())
     digest.update(_LAUNCHER.read_bytes())
-    digest.update(Path(__file__).read_bytes())
     python = SOURCES["python"][1]
     return f"{machine}-cpython{python}-glibc{GLIBC[0]}.{GLIBC[1]}-{digest.hexdigest()[:12]}"
 
@@ -470,6 +471,17 @@ def build_runtime(machine: str, *, log: bool = True) -> Runtime:
     if machine != os.uname().machine:
         native = build_runtime(os.uname().machine, log=log)
         build_python = native.build_python
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / f".{machine}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build per machine at a time; the others wait
+        if (root / "runtime.json").exists():
+            return Runtime.load(root)
+        return _build(machine, zig, root, base, build_python, log)
+
+
+def _build(
+    machine: str, zig: Path, root: Path, base: Path, build_python: Path | None, log: bool
+) -> Runtime:
     start = time.monotonic()
     if log:
         print(
@@ -478,7 +490,6 @@ def build_runtime(machine: str, *, log: bool = True) -> Runtime:
             file=sys.stderr,
         )
     sources = fetch_sources(_home() / "sources")
-    base.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"build-{machine}-", dir=base) as tmp:
         work = Path(tmp)
         tools = _toolchain(zig, machine, work / "tc")
