@@ -183,8 +183,30 @@ def _files(tree: Path) -> Iterator[Path]:
     yield from sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def _zip(trees: Mapping[str, Path], extra: Mapping[str, bytes] = {}) -> bytes:
-    """A deterministic zip of ``trees`` (each under its name): sorted, fixed times and modes."""
+def _sourceless(stdlib: Path, python: tuple[int, ...]) -> dict[str, Path]:
+    """The interpreter's library as bytecode only: ``x.pyc`` where ``x.py`` was.
+
+    Python imports such files without their sources (the embeddable Windows
+    distribution ships its library so); it halves what a first launch writes.
+    Tracebacks through the library show file and line, not the line's text.
+    """
+    tag = f".cpython-{python[0]}{python[1]}.pyc"
+    found: dict[str, Path] = {}
+    for path in _files(stdlib):
+        rel = path.relative_to(stdlib)
+        if rel.suffix == ".py":
+            continue
+        if rel.parent.name == "__pycache__":
+            if not rel.name.endswith(tag):
+                continue
+            rel = rel.parent.parent / (rel.name[: -len(tag)] + ".pyc")
+        found[rel.as_posix()] = path
+    return found
+
+
+def _zip(trees: Mapping[str, Path], extra: Mapping[str, bytes | Path] = {}) -> bytes:
+    """A deterministic zip of ``trees`` (each under its name) and ``extra``: sorted, fixed
+    times and modes."""
     entries: list[tuple[str, Path | bytes]] = [(n, d) for n, d in extra.items()]
     for prefix, tree in trees.items():
         entries += [(f"{prefix}/{p.relative_to(tree).as_posix()}", p) for p in _files(tree)]
@@ -364,9 +386,10 @@ def write_bundle(
         _compile_tree(tree, [abi], "bundle", compilers)
     trees: dict[str, Path] = {"site": site}
     trees.update({f"site-cp{a[0]}{a[1]}": t for a, t in sorted(abi_sites.items())})
+    library: dict[str, bytes | Path] = {}
     if runtime is not None:
-        trees["stdlib"] = runtime.stdlib
-    payload = _zip(trees)
+        library = {f"stdlib/{n}": p for n, p in _sourceless(runtime.stdlib, runtime.python).items()}
+    payload = _zip(trees, library)
     elf_paths = [p for t in trees.values() for p in _files(t)]
     if runtime is not None:
         elf_paths.append(runtime.launcher)
@@ -393,7 +416,7 @@ def write_bundle(
             {"python": list(runtime.python), "glibc": list(runtime.glibc)} if runtime else None
         ),
         "libraries": libraries,
-        "site_dirs": sorted(trees.keys() - {"stdlib"}, key=lambda d: (d == "site", d)),
+        "site_dirs": sorted(trees, key=lambda d: (d == "site", d)),
         "key": f"{name}-{sha[:16]}",
     }
     if runtime is None:
