@@ -327,3 +327,45 @@ def test_aarch64_bundle_under_qemu_driven_by_the_go_host(
     )
     start = _check_report(report, devices)
     assert start["interpreter"] == "bundled"
+
+
+def _starts(bundle: Path, env: dict[str, str]) -> tuple[dict[str, Any] | None, list[Any]]:
+    """Run a bundle by hand (no cookie: the plugin refuses after starting); its start line."""
+    from nomad_device.goplugin.hclog import parse_line
+
+    done = subprocess.run(
+        [str(bundle)], env=env, cwd="/", capture_output=True, text=True, timeout=300, check=False
+    )
+    entries = [parse_line(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    starts = [e.fields for e in entries if e.message == "plugin bundle starts"]
+    return (starts[0] if starts else None), entries
+
+
+def test_python_override_of_an_auto_bundle(auto_bundle: Path, tmp_path: Path) -> None:
+    """``NOMAD_DEVICE_PYTHON``: a fitting CPython is used, ``bundled`` forces the bundle's own,
+    and one that does not fit is one clear error (not a traceback from an import)."""
+    from nomad_device.bundle.collect import find_python
+
+    cache = str(tmp_path / "cache")
+    python312 = find_python((3, 12))
+    start, _ = _starts(
+        auto_bundle, node_env(NOMAD_DEVICE_PYTHON=str(python312), NOMAD_DEVICE_BUNDLE_CACHE=cache)
+    )
+    assert start is not None and start["interpreter"] == "node"
+    assert os.path.realpath(start["python"]) == os.path.realpath(python312)
+    start, _ = _starts(
+        auto_bundle, node_env(NOMAD_DEVICE_PYTHON="bundled", NOMAD_DEVICE_BUNDLE_CACHE=cache)
+    )
+    assert start is not None and start["interpreter"] == "bundled"
+    old = find_python((3, 10))
+    start, entries = _starts(
+        auto_bundle, node_env(NOMAD_DEVICE_PYTHON=str(old), NOMAD_DEVICE_BUNDLE_CACHE=cache)
+    )
+    assert start is None
+    (entry,) = entries
+    assert entry.level == "error"
+    assert entry.message == (
+        f"cannot start plugin bundle: NOMAD_DEVICE_PYTHON={old} is CPython 3.10; this bundle "
+        "runs on CPython 3.11, 3.12 or 3.13, or on its own interpreter with "
+        "NOMAD_DEVICE_PYTHON=bundled"
+    )

@@ -172,7 +172,20 @@ def node_python() -> "str | None":
         return None
     if override:
         if not override.startswith("/"):
-            fail("%s=%s is not an absolute path" % (ENV_PYTHON, override))
+            fail(
+                "cannot start plugin bundle: %s=%s is not an absolute path" % (ENV_PYTHON, override)
+            )
+        found = _version_of(override)
+        if found not in wanted:
+            what = (
+                "CPython %d.%d" % tuple(found) if found else "of a version its name does not tell"
+            )
+            fail(
+                "cannot start plugin bundle: %s=%s is %s; this bundle runs on CPython %s, "
+                "or on its own interpreter with %s=bundled"
+                % (ENV_PYTHON, override, what, _wanted_pythons(), ENV_PYTHON),
+                {"python": override},
+            )
         return override
     for version in sorted(wanted, reverse=True):
         name = "python%d.%d" % tuple(version)
