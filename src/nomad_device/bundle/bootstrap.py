@@ -485,23 +485,70 @@ def _sync(fd: int) -> bool:
 
 
 def _extract(archive: "object", top: int, wanted: "list[str]") -> "tuple[list[str], list[str]]":
-    """The members under ``wanted`` into ``top``, relative to descriptors; what was made."""
+    """The members under ``wanted`` into ``top``, relative to descriptors; what was made.
+
+    Two threads where the node lends two CPUs: inflating and writing release
+    the GIL, and a first launch is mostly that.
+    """
     import zipfile
 
     assert isinstance(archive, zipfile.ZipFile)
+    members = []
+    for info in archive.infolist():
+        parts = info.filename.split("/")
+        if info.filename.endswith("/"):
+            continue
+        if any(p in ("", ".", "..") for p in parts) or info.filename.startswith("/"):
+            raise ValueError("payload member %r is not a plain relative path" % info.filename)
+        if parts[0] in wanted:  # else another Python's code
+            members.append(info)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = 1
+    groups = [[], []] if cpus > 1 else [[]]  # type: list[list[object]]
+    loads = [0] * len(groups)
+    for info in sorted(members, key=lambda i: -i.file_size):
+        lightest = loads.index(min(loads))
+        groups[lightest].append(info)
+        loads[lightest] += info.file_size
     made = []  # type: list[str]
     files = []  # type: list[str]
+    errors = []  # type: list[BaseException]
+    if len(groups) == 1:
+        _extract_some(archive, top, groups[0], made, files)
+        return made, files
+    import threading
+
+    def work(group: "list[object]") -> None:
+        try:
+            _extract_some(archive, top, group, made, files)
+        except BaseException as exc:  # re-raised by the caller below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(g,)) for g in groups]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return made, files
+
+
+def _extract_some(
+    archive: "object", top: int, infos: "list[object]", made: "list[str]", files: "list[str]"
+) -> None:
+    """``infos`` into ``top``, in name order, keeping the chain of parent directories open."""
+    import zipfile
+
+    assert isinstance(archive, zipfile.ZipFile)
     chain = [("", top)]  # the open directories from top down to the last parent
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        for info in archive.infolist():
+        for info in sorted(infos, key=lambda i: i.filename):  # type: ignore[attr-defined]
+            assert isinstance(info, zipfile.ZipInfo)
             parts = info.filename.split("/")
-            if info.filename.endswith("/"):
-                continue
-            if any(p in ("", ".", "..") for p in parts) or info.filename.startswith("/"):
-                raise ValueError("payload member %r is not a plain relative path" % info.filename)
-            if parts[0] not in wanted:
-                continue  # another Python's code
             parent = "/".join(parts[:-1])
             while chain[-1][0] and not (parent + "/").startswith(chain[-1][0] + "/"):
                 os.close(chain.pop()[1])
@@ -532,7 +579,6 @@ def _extract(archive: "object", top: int, wanted: "list[str]") -> "tuple[list[st
     finally:
         for _, fd in chain[1:]:
             os.close(fd)
-    return made, files
 
 
 def _write_mark(top: int, made: "list[str]") -> None:

@@ -386,8 +386,10 @@ def _python(
             raise BundleError(f"cross-building CPython for {machine} needs a build Python")
         command += [
             f"--with-build-python={build_python}",
+            # What configure would test by running a program, for Linux with glibc.
             "ac_cv_file__dev_ptmx=yes",
             "ac_cv_file__dev_ptc=no",
+            "ac_cv_buggy_getaddrinfo=no",
         ]
     _run(command, src, "CPython configure", env)
     _run(["make", "-j2", "python"], src, "CPython make", env)
