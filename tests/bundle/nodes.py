@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from nomad_device.bundle.runtime import _apt_mirror
+from nomad_device.bundle.runtime import apt_mirror
 
 from .bundle_support import IN_CI
 
@@ -75,7 +75,7 @@ def debian_root(suite: str, arch: str = "amd64", include: tuple[str, ...] = ("py
             command.append("--foreign")
         if include:
             command.append("--include=" + ",".join(include))
-        command += [suite, str(tmp), _apt_mirror()]
+        command += [suite, str(tmp), apt_mirror()]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)

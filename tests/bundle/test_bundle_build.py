@@ -258,3 +258,30 @@ def test_make_dist_target_exists() -> None:
             f"nomad-device-bundle --ready-made --interpreter auto --machine {machine} "
             f"--output-dir dist/{machine}"
         ) in done.stdout
+
+
+def test_glibc_floor_is_what_the_elf_files_reference() -> None:
+    """The floor is read from symbol versions, as ``objdump -T`` shows them."""
+    import re as regex
+    import shutil as sh
+
+    import grpc
+
+    from nomad_device.bundle.elf import glibc_floor, read_elf
+
+    objdump = sh.which("objdump")
+    if objdump is None:
+        pytest.skip("objdump (binutils) is needed to cross-check")
+    libraries = sorted(Path(grpc.__file__).parent.rglob("*.so"))
+    assert libraries
+    for library in libraries:
+        info = read_elf(library)
+        assert info is not None and info.machine == 62 and "libc.so.6" in info.needed
+        listed = subprocess.run([objdump, "-T", str(library)], capture_output=True, text=True)
+        versions = {
+            (int(m[1]), int(m[2] or 0))
+            for m in regex.finditer(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?", listed.stdout)
+        }
+        assert info.glibc == max(versions)
+    floor, infos = glibc_floor(libraries)
+    assert floor == max(i.glibc for i in infos.values() if i.glibc)

@@ -44,11 +44,11 @@ CONFORMANCE = "nomad-device-conformance"
 
 
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dist() -> Iterator[Path]:
     """Bundles built once for this module, in a directory other users can read."""
     path = Path(tempfile.mkdtemp(prefix="nd20-dist-"))
     path.chmod(0o755)
-    yield path  # type: ignore[misc]
+    yield path
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -217,16 +217,11 @@ def test_auto_bundle_runs_on_each_node_python(
     assert start["version"].startswith(version + ".")
 
 
-def _shared(tmp_path: Path) -> Path:
-    """A directory seen at the same path inside a chroot and out: bundle, socket, devices."""
-    shared = Path(tempfile.mkdtemp(prefix="nd20-node-"))
-    shared.chmod(0o755)
-    return shared
-
-
 @pytest.fixture
-def shared(tmp_path: Path) -> Iterator[Path]:
-    path = _shared(tmp_path)
+def shared() -> Iterator[Path]:
+    """A directory seen at the same path inside a chroot and out: bundle, socket, devices."""
+    path = Path(tempfile.mkdtemp(prefix="nd20-node-"))
+    path.chmod(0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)
 

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from nomad_device.bundle.collect import BundleError
 
-__all__ = ["GLIBC", "PYTHON", "Runtime", "build_runtime", "runtime_for"]
+__all__ = ["GLIBC", "PYTHON", "Runtime", "apt_mirror", "build_runtime", "runtime_for"]
 
 #: The glibc the interpreter is linked for: manylinux2014's, the oldest any wheel is built for.
 GLIBC = (2, 17)
@@ -183,7 +183,7 @@ def _key(machine: str, zig_version: str) -> str:
     return f"{machine}-cpython{python}-glibc{GLIBC[0]}.{GLIBC[1]}-{digest.hexdigest()[:12]}"
 
 
-def _apt_mirror() -> str:
+def apt_mirror() -> str:
     """The Debian mirror this machine's apt fetches from (deb822 or one-line sources)."""
     places = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
     for place in places:
@@ -228,7 +228,7 @@ def fetch_sources(into: Path) -> dict[str, Path]:
                 (apt / part).mkdir(parents=True)
             keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
             (apt / "sources.list").write_text(
-                f"deb-src [signed-by={keyring}] {_apt_mirror()} {SUITE} main\n"
+                f"deb-src [signed-by={keyring}] {apt_mirror()} {SUITE} main\n"
             )
             options = [
                 f"-oDir::Etc::SourceList={apt / 'sources.list'}",
