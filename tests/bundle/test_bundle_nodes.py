@@ -295,17 +295,12 @@ def test_a_c_library_too_old_is_one_hclog_line(interop_bin: Path, shared: Path) 
     )
 
 
-@pytest.fixture(scope="module")
-def aarch64_bundle(dist: Path) -> Path:
-    return _build(
-        dist, "nomad-device-example-aarch64", "--interpreter", "bundled", "--machine", "aarch64"
-    )
-
-
 def test_aarch64_bundle_under_qemu_driven_by_the_go_host(
-    interop_bin: Path, aarch64_bundle: Path, shared: Path
+    interop_bin: Path, aarch64_dist: Path, shared: Path
 ) -> None:
+    """``make dist``'s aarch64 example in an arm64 Debian tree, through binfmt_misc and qemu."""
     binfmt_aarch64()
+    aarch64_bundle = aarch64_dist / "nomad-device-example"
     config = read_config(aarch64_bundle)
     assert (config["machine"], config["glibc"]) == ("aarch64", [2, 17])
     with open(aarch64_bundle, "rb") as fh:
