@@ -25,7 +25,7 @@ import pytest
 
 from nomad_device.bundle.runtime import apt_mirror
 
-from .bundle_support import IN_CI
+from .bundle_support import private_mounts, unavailable
 
 #: Where built trees are kept between runs (root-owned, 0700).
 CACHE = Path(os.environ.get("NOMAD_DEVICE_TEST_CHROOTS", "/var/cache/nomad-device-sdk-tests"))
@@ -40,18 +40,14 @@ def _need(tool: str, package: str) -> str:
     found = shutil.which(tool)
     if found is None:
         reason = f"{tool} is needed (apt-get install {package})"
-        if IN_CI:
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable(reason)
     return found
 
 
 def _need_root() -> None:
     if os.geteuid() != 0:
         reason = "needs root (chroots, mount namespaces, binfmt_misc)"
-        if IN_CI:
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable(reason)
 
 
 def debian_root(suite: str, arch: str = "amd64", include: tuple[str, ...] = ("python3",)) -> Path:
@@ -105,20 +101,8 @@ def in_root(root: Path, argv: list[str], shared: Path, binds: tuple[Path, ...] =
     A private mount namespace keeps the mounts from the host and ends them
     with the process.
     """
-    _need("unshare", "util-linux")
     script = _ENTER.replace("$SHARED", str(shared)).replace("$BINDS", " ".join(map(str, binds)))
-    return [
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "/bin/sh",
-        "-c",
-        script,
-        "enter",
-        str(root),
-        *argv,
-    ]
+    return private_mounts(script, "enter", str(root), *argv)
 
 
 def glibc_of(root: Path) -> tuple[int, int]:

@@ -32,10 +32,17 @@ import pytest
 from nomad_device.bundle import read_config, write_bundle
 from nomad_device.bundle.build import SCRIPT_MODULE
 from nomad_device.bundle.runtime import build_runtime
-from nomad_device.config import encode_config
-from nomad_device.plugins.example import ExampleConfig
 
-from .bundle_support import build, node_env, read_only
+from .bundle_support import (
+    build,
+    check_report,
+    devices_in,
+    gohost_argv,
+    node_env,
+    private_mounts,
+    read_only,
+    run_gohost,
+)
 from .nodes import binfmt_aarch64, debian_root, glibc_of, in_root
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(3000)]
@@ -66,71 +73,6 @@ def auto_bundle(dist: Path) -> Path:
     return _build(dist, "nomad-device-example", "--interpreter", "auto")
 
 
-def _devices(base: Path) -> Path:
-    devices = base / "devices"
-    devices.mkdir(exist_ok=True)
-    for name, mode in (("device01", 0o777), ("device02", 0o644), ("device03", 0o644)):
-        (devices / name).write_text(name)
-        (devices / name).chmod(mode)
-    return devices
-
-
-def _gohost_argv(interop_bin: Path, devices: Path, plugin: list[str]) -> list[str]:
-    config = encode_config(ExampleConfig(dir=str(devices), list_period="1s"))
-    return [
-        str(interop_bin / "gohost"),
-        "-quiet",
-        "-start-timeout",
-        "120s",
-        "-config-hex",
-        config.hex(),
-        "-reserve",
-        "device02",
-        "-stats-interval",
-        "100ms",
-        "--",
-        *plugin,
-    ]
-
-
-def _ok(result: dict[str, Any], what: str) -> Any:
-    assert result["ok"], f"{what}: {result.get('error')}"
-    return result.get("value")
-
-
-def _check_report(report: dict[str, Any], devices: Path) -> dict[str, Any]:
-    """Nomad's whole conversation went as it must; the bundle's start line."""
-    assert report.get("error") is None, report
-    assert _ok(report["plugin_info"], "PluginInfo")["name"] == "example-fs-device"
-    _ok(report["set_config"], "SetConfig")
-    (group,) = _ok(report["fingerprint"], "Fingerprint")["groups"]
-    health = {d["id"]: d["healthy"] for d in group["devices"]}
-    assert health == {"device01": False, "device02": True, "device03": True}
-    (reserved,) = report["reserve"]
-    assert _ok(reserved, "Reserve")["mounts"][0]["host_path"] == str(devices / "device02")
-    (stats,) = _ok(report["stats"], "Stats")["groups"]
-    assert sorted(stats["instance_stats"]) == ["device01", "device02", "device03"]
-    assert report["kill"]["outcome"] == "graceful", report["kill"]
-    assert report["kill"]["process_gone"]
-    for record in report["logs"]:
-        assert not record["message"].startswith("{"), record  # every line was hclog
-    (start,) = [r for r in report["logs"] if r["message"] == "plugin bundle starts"]
-    fields: dict[str, Any] = start["fields"]
-    return fields
-
-
-def _gohost(argv: list[str], env: dict[str, str], timeout: float = 600) -> dict[str, Any]:
-    done = subprocess.run(
-        argv, env=env, cwd="/", capture_output=True, text=True, timeout=timeout, check=False
-    )
-    assert done.returncode != 99, "plugin_dir was still writable"
-    try:
-        report: dict[str, Any] = json.loads(done.stdout)
-    except ValueError:
-        pytest.fail(f"no report from the Go host: {done.stdout[-2000:]}{done.stderr[-3000:]}")
-    return report
-
-
 #: Every Python this machine has, covered: a char device in place of each
 #: interpreter file (so neither `[ -f ]` nor exec finds one) and empty tmpfs
 #: over pyenv's and the distribution's libraries.
@@ -148,7 +90,7 @@ exec "$@"
 
 
 def _hidden(argv: list[str]) -> list[str]:
-    return ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", _HIDE, "hide", *argv]
+    return private_mounts(_HIDE, "hide", *argv)
 
 
 @pytest.fixture(scope="module")
@@ -164,12 +106,12 @@ def test_no_python_on_the_node_go_host_and_conformance(
     plugin_dir.mkdir()
     bundle = plugin_dir / auto_bundle.name
     shutil.copy2(auto_bundle, bundle)
-    devices = _devices(tmp_path)
+    devices = devices_in(tmp_path)
     env = node_env(NOMAD_DEVICE_BUNDLE_CACHE=str(tmp_path / "cache"))
     assert "HOME" not in env and ".venv" not in env["PATH"]
-    argv = read_only(plugin_dir, _gohost_argv(interop_bin, devices, [str(bundle)]))
-    report = _gohost(_hidden(argv), env)
-    start = _check_report(report, devices)
+    argv = read_only(plugin_dir, gohost_argv(interop_bin, devices, [str(bundle)]))
+    report = run_gohost(_hidden(argv), env)
+    start = check_report(report, devices)
     assert start["interpreter"] == "bundled"
     assert start["version"] == "3.13.5"
 
@@ -205,13 +147,13 @@ def test_auto_bundle_runs_on_each_node_python(
     from nomad_device.bundle.collect import find_python
 
     python = find_python(tuple(int(p) for p in version.split(".")))  # type: ignore[arg-type]
-    devices = _devices(tmp_path)
+    devices = devices_in(tmp_path)
     env = node_env(
         PATH=f"{python.parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         NOMAD_DEVICE_BUNDLE_CACHE=str(tmp_path / "cache"),
     )
-    report = _gohost(_gohost_argv(interop_bin, devices, [str(auto_bundle)]), env)
-    start = _check_report(report, devices)
+    report = run_gohost(gohost_argv(interop_bin, devices, [str(auto_bundle)]), env)
+    start = check_report(report, devices)
     assert start["interpreter"] == "node"
     assert os.path.realpath(start["python"]) == os.path.realpath(python)
     assert start["version"].startswith(version + ".")
@@ -242,12 +184,12 @@ def test_debian_chroot_driven_from_outside(
     assert glibc_of(root) == glibc
     bundle = shared / auto_bundle.name
     shutil.copy2(auto_bundle, bundle)
-    devices = _devices(shared)
+    devices = devices_in(shared)
     plugin = in_root(root, [str(bundle)], shared)
     env = node_env(PLUGIN_UNIX_SOCKET_DIR=str(shared / "sock"))
     (shared / "sock").mkdir(mode=0o700)
-    report = _gohost(_gohost_argv(interop_bin, devices, plugin), env)
-    start = _check_report(report, devices)
+    report = run_gohost(gohost_argv(interop_bin, devices, plugin), env)
+    start = check_report(report, devices)
     assert start["interpreter"] == interpreter
     if interpreter == "node":
         assert start["python"] == "/usr/bin/python3.13"
@@ -273,7 +215,7 @@ def test_a_c_library_too_old_is_one_hclog_line(interop_bin: Path, shared: Path) 
             runtime=runtime,
         )
     root = debian_root("bullseye")
-    report = _gohost(
+    report = run_gohost(
         [
             str(interop_bin / "gohost"),
             "-quiet",
@@ -308,14 +250,14 @@ def test_aarch64_bundle_under_qemu_driven_by_the_go_host(
     root = debian_root("bookworm", arch="arm64", include=())
     bundle = shared / "nomad-device-example"
     shutil.copy2(aarch64_bundle, bundle)
-    devices = _devices(shared)
+    devices = devices_in(shared)
     (shared / "sock").mkdir(mode=0o700)
-    report = _gohost(
-        _gohost_argv(interop_bin, devices, in_root(root, [str(bundle)], shared)),
+    report = run_gohost(
+        gohost_argv(interop_bin, devices, in_root(root, [str(bundle)], shared)),
         node_env(PLUGIN_UNIX_SOCKET_DIR=str(shared / "sock")),
         timeout=1200,
     )
-    start = _check_report(report, devices)
+    start = check_report(report, devices)
     assert start["interpreter"] == "bundled"
 
 

@@ -27,7 +27,7 @@ import pytest
 from nomad_device.bundle import read_config
 from nomad_device.goplugin.hclog import HclogEntry, parse_line
 
-from .bundle_support import IN_CI, node_env, node_python, tiny_bundle
+from .bundle_support import node_env, node_python, private_mounts, tiny_bundle, unavailable
 
 USER = "nd20_attacker"
 
@@ -35,9 +35,7 @@ USER = "nd20_attacker"
 def _needs_root() -> None:
     if os.geteuid() != 0:
         reason = "needs root: the attacks are on a bundle run as root by another user"
-        if IN_CI:
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable(reason)
 
 
 @pytest.fixture(scope="module")
@@ -290,17 +288,7 @@ def test_a_failed_unpack_names_the_cache_directory_and_leaves_nothing(base: Path
     cache.mkdir(mode=0o700)
     script = 'mount -t tmpfs -o size=96k,mode=0700 tmpfs "$0" || exit 98; "$1"; ls -A "$0"'
     done = subprocess.run(
-        [
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            "/bin/sh",
-            "-c",
-            script,
-            str(cache),
-            str(bundle),
-        ],
+        private_mounts(script, str(cache), str(bundle)),
         env=node_env(NOMAD_DEVICE_BUNDLE_CACHE=str(cache)),
         capture_output=True,
         text=True,

@@ -52,7 +52,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from nomad_device.bundle.collect import BundleError, find_python
+from nomad_device.bundle.collect import BundleError, compile_with, find_python
 from nomad_device.bundle.elf import glibc_floor
 
 if TYPE_CHECKING:
@@ -156,27 +156,7 @@ def _compile_tree(
                 workers=1,
             )
             continue
-        python = compilers.get(version) or find_python(version)
-        done = subprocess.run(
-            [
-                str(python),
-                "-I",
-                "-m",
-                "compileall",
-                "-q",
-                "-q",
-                "-d",
-                ddir,
-                "--invalidation-mode",
-                "unchecked-hash",
-                str(tree),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode not in (0, 1):  # 1: a file that is not valid Python (left as is)
-            raise BundleError(f"{python} -m compileall {tree} failed:\n{done.stderr[-2000:]}")
+        compile_with(compilers.get(version) or find_python(version), tree, ddir)
 
 
 def _files(tree: Path) -> Iterator[Path]:

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nomad_device.bundle.collect import BundleError
+from nomad_device.bundle.collect import BundleError, compile_with
 
 __all__ = ["GLIBC", "PYTHON", "Runtime", "apt_mirror", "build_runtime", "runtime_for"]
 
@@ -439,26 +439,9 @@ def _stage(src: Path, machine: str, stage: Path) -> None:
         (stage / "bin" / f"python{version}").chmod(0o755)
 
 
-def _precompile(stage: Path, python: Path, work: Path) -> None:
+def _precompile(stage: Path, python: Path) -> None:
     """Bytecode for the whole library, by a Python of the same version that runs here."""
-    lib = stage / "lib" / f"python{PYTHON[0]}.{PYTHON[1]}"
-    _run(
-        [
-            str(python),
-            "-I",
-            "-m",
-            "compileall",
-            "-q",
-            "-q",
-            "-d",
-            "stdlib",
-            "--invalidation-mode",
-            "unchecked-hash",
-            str(lib),
-        ],
-        work,
-        "compiling the standard library",
-    )
+    compile_with(python, stage / "lib" / f"python{PYTHON[0]}.{PYTHON[1]}", "stdlib")
 
 
 def build_runtime(machine: str, *, log: bool = True) -> Runtime:
@@ -500,7 +483,7 @@ def _build(
         stage = work / "stage"
         stage.mkdir()
         _stage(src, machine, stage)
-        _precompile(stage, build_python or stage / "bin" / f"python{PYTHON[0]}.{PYTHON[1]}", work)
+        _precompile(stage, build_python or stage / "bin" / f"python{PYTHON[0]}.{PYTHON[1]}")
         from nomad_device.bundle.elf import glibc_floor
 
         floor, _ = glibc_floor([stage / "launcher"])
