@@ -57,14 +57,20 @@ BUNDLER = Path(sys.executable).parent / "nomad-device-bundle"
 
 
 def cpu_ms(pid: int) -> float:
-    """CPU time the process has used, all its threads: steadier than wall time on a busy host."""
+    """CPU time the process has used, all its threads: steadier than wall time on a busy host.
+
+    ``schedstat`` (nanoseconds) covers live threads only; ``stat`` (clock ticks)
+    also counts threads that have exited, such as a bundle's unpack workers.
+    """
     total = 0
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
             total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
         except (FileNotFoundError, ProcessLookupError):
             continue
-    return total / 1e6
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    return max(total / 1e6, ticks * 1000 / os.sysconf("SC_CLK_TCK"))
 
 
 def rss_mib(pid: int, field: str = "VmRSS") -> float:

@@ -16,6 +16,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -57,10 +58,13 @@ int main(int argc, char **argv)
     PyConfig config;
     int code;
 
-    if (access("/proc/self/exe", R_OK) != 0) {
+    /* open(), not access(): under qemu-user only open() sees the emulated file. */
+    int self = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (self < 0) {
         fatal("/proc/self/exe cannot be read (is /proc mounted?)");
         return 1;
     }
+    close(self);
     PyPreConfig_InitIsolatedConfig(&preconfig);
     preconfig.utf8_mode = 1;
     if ((code = check(Py_PreInitializeFromBytesArgs(&preconfig, argc, argv), NULL))) {
