@@ -5,9 +5,10 @@
  * The bundle file is this executable followed by the payload and, last, a
  * small zip (the "boot zip": the encodings package, the bootstrap and the
  * standard-library modules it needs to unpack). Python imports from that zip
- * through /proc/self/exe, the very file the kernel is running, so a bundle
- * renamed or replaced meanwhile cannot mix two versions. The bootstrap then
- * settles the cache and points sys.path at the unpacked library.
+ * by the file's name as /proc/self/exe gives it, which is the very file the
+ * kernel is running (the bootstrap reads the payload through /proc/self/exe
+ * itself). The bootstrap then settles the cache and points sys.path at the
+ * unpacked library.
  *
  * Nothing here reads the environment: isolated mode, no site, no user site,
  * no bytecode writing, UTF-8 mode (the plugin speaks hclog JSON whatever the
@@ -19,6 +20,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,6 +67,19 @@ int main(int argc, char **argv)
         return 1;
     }
     close(self);
+    /* The file's own name where it still has one: qemu-user answers stat() on
+       /proc/self/exe with ELOOP, and zipimport stats its path. */
+    char path[4096] = "/proc/self/exe";
+    ssize_t length = readlink("/proc/self/exe", path, sizeof path - 1);
+    struct stat st;
+    if (length <= 0 || (size_t)length >= sizeof path - 1) {
+        strcpy(path, "/proc/self/exe");
+    } else {
+        path[length] = '\0';
+        if (path[0] != '/' || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            strcpy(path, "/proc/self/exe"); /* replaced meanwhile ("... (deleted)") */
+        }
+    }
     PyPreConfig_InitIsolatedConfig(&preconfig);
     preconfig.utf8_mode = 1;
     if ((code = check(Py_PreInitializeFromBytesArgs(&preconfig, argc, argv), NULL))) {
@@ -79,8 +94,15 @@ int main(int argc, char **argv)
         return code;
     }
     config.module_search_paths_set = 1;
-    if ((code = check(PyWideStringList_Append(&config.module_search_paths, L"/proc/self/exe"),
-                      &config))) {
+    wchar_t *zip = Py_DecodeLocale(path, NULL);
+    if (zip == NULL) {
+        PyConfig_Clear(&config);
+        fatal("the bundle's path cannot be decoded");
+        return 1;
+    }
+    code = check(PyWideStringList_Append(&config.module_search_paths, zip), &config);
+    PyMem_RawFree(zip);
+    if (code) {
         return code;
     }
     if ((code = check(PyConfig_SetString(&config, &config.run_command,
