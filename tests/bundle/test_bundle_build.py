@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -239,6 +240,10 @@ def test_make_dist_builds_every_ready_made_plugin(aarch64_dist: Path) -> None:
         assert (config["machine"], config["glibc"]) == ("aarch64", [2, 17])
         assert config["pythons"] == [[3, 11], [3, 12], [3, 13]]
         assert path.read_bytes()[:20][18] == 183  # EM_AARCH64
+        with zipfile.ZipFile(path) as boot:  # the zip at the end: what starts before unpacking
+            names = set(boot.namelist())
+        assert {"encodings/__init__.pyc", "zipfile/__init__.pyc", "_nomad_bundle_boot.pyc"} <= names
+        assert {f"_nomad_bundle_boot_3{minor}.pyc" for minor in (11, 12, 13)} <= names
     nvidia = contents(aarch64_dist / "nomad-device-nvidia")["carries"]["site"]["distributions"]
     assert "nvidia-ml-py" in nvidia
 

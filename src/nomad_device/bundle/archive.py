@@ -281,17 +281,20 @@ def _boot_modules(runtime: Runtime, python: Path) -> dict[str, bytes]:
         "    try: importlib.import_module('encodings.'+m.name)\n"
         "    except ImportError: pass  # a codec of a library left out (bz2, lzma)\n"
         "files = {getattr(m, '__file__', None) or '' for m in list(sys.modules.values())}\n"
-        "print(json.dumps(sorted(files)))\n"
+        "print(json.dumps([sys._stdlib_dir, sorted(files)]))\n"
     )
     done = subprocess.run(
         [str(python), "-I", "-S", "-c", script], capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         raise BundleError(f"listing the bootstrap's modules failed: {done.stderr[-2000:]}")
-    stdlib = str(runtime.stdlib) + "/"
+    # Named relative to that Python's library, taken from the runtime's own (the same
+    # version's bytecode: a foreign CPU's runtime is listed by the native one).
+    own, files = json.loads(done.stdout)
+    stdlib = own.rstrip("/") + "/"
     tag = f"cpython-{runtime.python[0]}{runtime.python[1]}"
     found: dict[str, bytes] = {}
-    for path in json.loads(done.stdout):
+    for path in files:
         if not path.startswith(stdlib) or not path.endswith(".py"):
             continue
         rel = Path(path[len(stdlib) :])
@@ -299,6 +302,8 @@ def _boot_modules(runtime: Runtime, python: Path) -> dict[str, bytes]:
         if not pyc.exists():
             raise BundleError(f"{pyc} is missing: the runtime was not precompiled")
         found[(rel.parent / f"{rel.stem}.pyc").as_posix()] = pyc.read_bytes()
+    if "encodings/__init__.pyc" not in found:
+        raise BundleError(f"no encodings package found for the boot zip in {runtime.stdlib}")
     return found
 
 
