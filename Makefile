@@ -28,9 +28,12 @@ pytest: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 # One executable file per ready-made plugin (every nomad-device-* script under
-# nomad_device.plugins), to copy into a Nomad client's plugin_dir: docs/deploy.md.
+# nomad_device.plugins) and CPU, to copy into a Nomad client's plugin_dir: each
+# brings CPython (built once per CPU, then cached) and uses the node's CPython
+# 3.11-3.13 where it has one (docs/deploy.md).
 dist: $(STAMP)
-	$(BIN)/nomad-device-bundle --ready-made --output-dir dist
+	$(BIN)/nomad-device-bundle --ready-made --interpreter auto --machine x86_64 --output-dir dist/x86_64
+	$(BIN)/nomad-device-bundle --ready-made --interpreter auto --machine aarch64 --output-dir dist/aarch64
 
 protos: $(STAMP)
 	$(BIN)/python scripts/gen_protos.py

@@ -1,4 +1,4 @@
-"""Start-up side by side: installed script, bundle (first and later launches), Go plugin.
+"""Start-up side by side: installed script, bundles (first and later launches), Go plugin.
 
 A Nomad agent starts every plugin three times at boot and again after every
 crash, so what counts is the time from ``exec`` to the handshake line (when a
@@ -25,6 +25,9 @@ from the same state. Run:
 The Go plugin is interop/bin/goplugin (``bash interop/build.sh``). The bundle is
 built from this environment unless ``--bundle`` names one; it runs on the same
 interpreter as the installed script unless ``--bundle-python`` says otherwise.
+The bundle that brings its interpreter (``--interpreter auto``, built unless
+``--own-bundle`` names one; ``--no-own`` skips it) is timed both ways: on the
+node's CPython (the installed script's, found on PATH) and on its own.
 """
 
 from __future__ import annotations
@@ -54,14 +57,20 @@ BUNDLER = Path(sys.executable).parent / "nomad-device-bundle"
 
 
 def cpu_ms(pid: int) -> float:
-    """CPU time the process has used, all its threads: steadier than wall time on a busy host."""
+    """CPU time the process has used, all its threads: steadier than wall time on a busy host.
+
+    ``schedstat`` (nanoseconds) covers live threads only; ``stat`` (clock ticks)
+    also counts threads that have exited, such as a bundle's unpack workers.
+    """
     total = 0
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
             total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
         except (FileNotFoundError, ProcessLookupError):
             continue
-    return total / 1e6
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    return max(total / 1e6, ticks * 1000 / os.sysconf("SC_CLK_TCK"))
 
 
 def rss_mib(pid: int, field: str = "VmRSS") -> float:
@@ -172,9 +181,9 @@ def drop_cached_pages(roots: list[Path]) -> None:
                 os.close(fd)
 
 
-def build_bundle(into: Path) -> Path:
-    out = into / "nomad-device-example"
-    command = [str(BUNDLER), "nomad-device-example", "-o", str(out)]
+def build_bundle(into: Path, *extra: str) -> Path:
+    out = into / ("nomad-device-example" + ("-own" if extra else ""))
+    command = [str(BUNDLER), "nomad-device-example", "-o", str(out), *extra]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return out
 
@@ -193,6 +202,10 @@ def main() -> None:
         type=Path,
         help="also time a shiv zipapp of the example (later launches), for comparison",
     )
+    parser.add_argument(
+        "--own-bundle", type=Path, help="a bundle of the example with its interpreter (auto)"
+    )
+    parser.add_argument("--no-own", action="store_true", help="skip the bundle with an interpreter")
     parser.add_argument(
         "--bundle-python",
         default=getattr(sys, "_base_executable", sys.executable),
@@ -243,6 +256,37 @@ def main() -> None:
             device_plugin=False,
         )
         warm = [go, floor, protos, script, later]
+        firsts = [cold]
+        if not args.no_own:
+            own = args.own_bundle or build_bundle(work, "--interpreter", "auto")
+            node_dir = str(Path(args.bundle_python).parent)
+            # The node's CPython first on PATH (the installed script's), as on a node that has it.
+            on_node = {**node, "PATH": f"{node_dir}:{node['PATH']}"}
+            warm.append(
+                Subject(
+                    "bundle+interp., node's Python, later",
+                    [str(own)],
+                    {**on_node, "NOMAD_DEVICE_BUNDLE_CACHE": str(work / "cache-own-node")},
+                )
+            )
+            bundled_env = {**node, "NOMAD_DEVICE_PYTHON": "bundled"}
+            warm.append(
+                Subject(
+                    "bundle+interp., its own, later",
+                    [str(own)],
+                    {**bundled_env, "NOMAD_DEVICE_BUNDLE_CACHE": str(work / "cache-own")},
+                )
+            )
+            own_cold = Subject("bundle+interp., its own, first", [str(own)], dict(bundled_env))
+
+            def empty_own_cache() -> None:
+                directory = work / "cache-own-cold"
+                shutil.rmtree(directory, ignore_errors=True)
+                directory.mkdir(mode=0o700)
+                own_cold.env["NOMAD_DEVICE_BUNDLE_CACHE"] = str(directory)
+
+            own_cold.before = empty_own_cache
+            firsts.append(own_cold)
         if args.shiv:
             shiv_root = work / "shiv-root"
             shiv_env = {**node, "SHIV_ROOT": str(shiv_root)}
@@ -257,12 +301,13 @@ def main() -> None:
             subject.anon_start.clear()
             subject.rss_used.clear()
             subject.cpu_used.clear()
-        drop_cached_pages([Path(grpc.__file__).parent, warm_cache])
+        drop_cached_pages([Path(grpc.__file__).parent, *work.glob("cache-*")])
         for i in range(args.launches):
             for subject in warm:
                 launch(subject, cwd)
             if i < args.first_launches:
-                launch(cold, cwd)
+                for first in firsts:
+                    launch(first, cwd)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -272,19 +317,19 @@ def main() -> None:
         f"{args.first_launches} first launches; medians (min-max)"
     )
     header = (
-        f"{'':34} {'handshake ms':>18} {'x Go':>6} {'CPU ms':>7} {'RSS start MiB':>14}"
+        f"{'':38} {'handshake ms':>18} {'x Go':>6} {'CPU ms':>7} {'RSS start MiB':>14}"
         f" {'x Go':>6} {'anon MiB':>9} {'RSS fp+stats':>13} {'CPU fp+stats':>13}"
     )
     print(header)
     go_ms = statistics.median(go.handshake_ms)
     go_rss = statistics.median(go.rss_start)
-    for subject in (go, floor, protos, script, cold, *warm[4:]):
+    for subject in (go, floor, protos, script, *firsts, *warm[4:]):
         ms = subject.handshake_ms
         med = statistics.median(ms)
         rss = statistics.median(subject.rss_start)
         span = f"{med:.0f} ({min(ms):.0f}-{max(ms):.0f})"
         print(
-            f"{subject.label:34} {span:>18} {med / go_ms:>6.1f} "
+            f"{subject.label:38} {span:>18} {med / go_ms:>6.1f} "
             f"{statistics.median(subject.cpu_ms):>7.0f} {rss:>14.1f} "
             f"{rss / go_rss:>6.1f} {statistics.median(subject.anon_start):>9.1f}"
             f" {statistics.median(subject.rss_used):>13.1f}"
@@ -303,6 +348,14 @@ def main() -> None:
     gap = statistics.median(later.handshake_ms) - statistics.median(script.handshake_ms)
     cpu_gap = statistics.median(later.cpu_ms) - statistics.median(script.cpu_ms)
     print(f"bundle later launches minus installed script: {gap:+.0f} ms ({cpu_gap:+.0f} ms CPU)")
+    for subject in warm[5:]:
+        gap = statistics.median(subject.handshake_ms) - statistics.median(script.handshake_ms)
+        cpu_gap = statistics.median(subject.cpu_ms) - statistics.median(script.cpu_ms)
+        rss_gap = statistics.median(subject.rss_start) - statistics.median(script.rss_start)
+        print(
+            f"{subject.label} minus installed script: {gap:+.0f} ms ({cpu_gap:+.0f} ms CPU), "
+            f"{rss_gap:+.1f} MiB RSS"
+        )
 
 
 if __name__ == "__main__":

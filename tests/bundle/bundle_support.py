@@ -1,4 +1,5 @@
-"""Helpers for bundle tests: a node-like environment, the real builder, read-only dirs.
+"""Helpers for bundle tests: a node-like environment, the real builder, read-only dirs,
+the Go host driving a bundle as Nomad does.
 
 "Node-like" means what a Nomad agent under systemd gives its plugins: systemd's
 default PATH (no virtualenv on it), no HOME, no PYTHON* variables, and a
@@ -7,19 +8,33 @@ working directory that has nothing to do with the plugin.
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from nomad_device.config import encode_config
+from nomad_device.plugins.example import ExampleConfig
 
 #: systemd's default PATH for services.
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BUNDLE_TOOL = Path(sys.executable).parent / "nomad-device-bundle"
 IN_CI = os.environ.get("CI") == "true"
+
+
+def unavailable(reason: str) -> None:
+    """A test's tool or privilege is missing: a failure in CI (nothing skips there), else a skip."""
+    if IN_CI:
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 def node_env(**extra: str) -> dict[str, str]:
@@ -35,9 +50,7 @@ def node_python() -> str:
     found = shutil.which(version, path=NODE_PATH)
     if found is None:
         reason = f"no {version} on {NODE_PATH}: a bundle needs the node's own Python"
-        if IN_CI:
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable(reason)
     return found
 
 
@@ -46,6 +59,13 @@ def build(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BUNDLE_TOOL), *args], capture_output=True, text=True, timeout=timeout, check=False
     )
+
+
+def private_mounts(script: str, *args: str) -> list[str]:
+    """``sh -c script args...`` in a mount namespace of its own: its mounts end with it."""
+    if shutil.which("unshare") is None:
+        pytest.fail("unshare (util-linux) is needed for a private mount namespace")
+    return ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script, *args]
 
 
 def read_only(directory: Path, argv: list[str]) -> list[str]:
@@ -58,23 +78,11 @@ def read_only(directory: Path, argv: list[str]) -> list[str]:
     if os.geteuid() != 0:
         directory.chmod(0o555)
         return argv
-    if shutil.which("unshare") is None:
-        pytest.fail("unshare (util-linux) is needed to make a read-only plugin_dir as root")
     script = (
         'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" || exit 98; '
         'if touch "$0/.probe" 2>/dev/null; then exit 99; fi; exec "$@"'
     )
-    return [
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "/bin/sh",
-        "-c",
-        script,
-        str(directory),
-        *argv,
-    ]
+    return private_mounts(script, str(directory), *argv)
 
 
 def other_python() -> str:
@@ -102,9 +110,7 @@ def other_python() -> str:
         if done.returncode == 0 and len(parts) == 2 and tuple(map(int, parts)) != want:
             return path
     reason = f"no CPython other than {want[0]}.{want[1]} on this machine to play a wrong one"
-    if IN_CI:
-        pytest.fail(reason)
-    pytest.skip(reason)
+    unavailable(reason)
 
 
 def tiny_bundle(
@@ -112,20 +118,26 @@ def tiny_bundle(
 ) -> dict[str, object]:
     """A bundle of one small script (no SDK): fast to build, for the cache's rules.
 
-    Run, it prints one JSON line (its version, file, argv, interpreter) and then
-    waits for stdin to close, holding its cache version as a plugin would.
+    Run, it prints one JSON line (its version, file as imported and resolved,
+    argv, sys.path, interpreter) and then waits for stdin to close, holding its
+    cache version as a plugin would.
     """
     from nomad_device.bundle import write_bundle
     from nomad_device.bundle.build import SCRIPT_MODULE
 
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp)
+        if "tinypkg" in body:
+            (site / "tinypkg" / "sub").mkdir(parents=True)
+            (site / "tinypkg" / "__init__.py").write_text("")
+            (site / "tinypkg" / "sub" / "__init__.py").write_text("")
         (site / f"{SCRIPT_MODULE}.py").write_text(
             "import json, os, sys\n"
             f"VERSION = {version!r}\n"
             f"{body}\n"
             "if __name__ == '__main__':\n"
             "    print(json.dumps({'version': VERSION, 'file': __file__, 'argv': sys.argv,\n"
+            "                      'real': os.path.realpath(__file__), 'path': sys.path,\n"
             "                      'exe': sys.executable, 'cwd': os.getcwd()}), flush=True)\n"
             "    if os.environ.get('TINY_HOLD'):\n"
             "        sys.stdin.read()\n"
@@ -133,3 +145,78 @@ def tiny_bundle(
         return write_bundle(
             site, output, name=name, version=version, kind="script", entry=SCRIPT_MODULE, glibc=None
         )
+
+
+def payload(bundle: Path) -> zipfile.ZipFile:
+    """The zip archive in the middle of a bundle (what the bootstrap unpacks)."""
+    from nomad_device.bundle import read_config
+
+    spec = read_config(bundle)["payload"]
+    with open(bundle, "rb") as fh:
+        fh.seek(spec["offset"])
+        return zipfile.ZipFile(io.BytesIO(fh.read(spec["size"])))
+
+
+def devices_in(base: Path) -> Path:
+    devices = base / "devices"
+    devices.mkdir(exist_ok=True)
+    for name, mode in (("device01", 0o777), ("device02", 0o644), ("device03", 0o644)):
+        (devices / name).write_text(name)
+        (devices / name).chmod(mode)
+    return devices
+
+
+def gohost_argv(interop_bin: Path, devices: Path, plugin: list[str]) -> list[str]:
+    config = encode_config(ExampleConfig(dir=str(devices), list_period="1s"))
+    return [
+        str(interop_bin / "gohost"),
+        "-quiet",
+        "-start-timeout",
+        "120s",
+        "-config-hex",
+        config.hex(),
+        "-reserve",
+        "device02",
+        "-stats-interval",
+        "100ms",
+        "--",
+        *plugin,
+    ]
+
+
+def ok(result: dict[str, Any], what: str) -> Any:
+    assert result["ok"], f"{what}: {result.get('error')}"
+    return result.get("value")
+
+
+def check_report(report: dict[str, Any], devices: Path) -> dict[str, Any]:
+    """Nomad's whole conversation went as it must; the bundle's start line."""
+    assert report.get("error") is None, report
+    assert ok(report["plugin_info"], "PluginInfo")["name"] == "example-fs-device"
+    ok(report["set_config"], "SetConfig")
+    (group,) = ok(report["fingerprint"], "Fingerprint")["groups"]
+    health = {d["id"]: d["healthy"] for d in group["devices"]}
+    assert health == {"device01": False, "device02": True, "device03": True}
+    (reserved,) = report["reserve"]
+    assert ok(reserved, "Reserve")["mounts"][0]["host_path"] == str(devices / "device02")
+    (stats,) = ok(report["stats"], "Stats")["groups"]
+    assert sorted(stats["instance_stats"]) == ["device01", "device02", "device03"]
+    assert report["kill"]["outcome"] == "graceful", report["kill"]
+    assert report["kill"]["process_gone"]
+    for record in report["logs"]:
+        assert not record["message"].startswith("{"), record  # every line was hclog
+    (start,) = [r for r in report["logs"] if r["message"] == "plugin bundle starts"]
+    fields: dict[str, Any] = start["fields"]
+    return fields
+
+
+def run_gohost(argv: list[str], env: dict[str, str], timeout: float = 600) -> dict[str, Any]:
+    done = subprocess.run(
+        argv, env=env, cwd="/", capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode != 99, "plugin_dir was still writable"
+    try:
+        report: dict[str, Any] = json.loads(done.stdout)
+    except ValueError:
+        pytest.fail(f"no report from the Go host: {done.stdout[-2000:]}{done.stderr[-3000:]}")
+    return report

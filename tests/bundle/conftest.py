@@ -51,3 +51,22 @@ def plugin_dir(tmp_path: Path, example_bundle: Path) -> Path:
     directory.mkdir()
     shutil.copy2(example_bundle, directory / example_bundle.name)
     return directory
+
+
+@pytest.fixture(scope="session")
+def aarch64_dist() -> Iterator[Path]:
+    """What ``make dist`` builds for aarch64: every ready-made plugin, each an auto bundle.
+
+    In a directory other users can read (the chroot tests bind it in).
+    """
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="nd20-dist-aarch64-"))
+    path.chmod(0o755)
+    done = build(
+        "--ready-made", "--interpreter", "auto", "--machine", "aarch64",
+        "--output-dir", str(path), timeout=3000,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

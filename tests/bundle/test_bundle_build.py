@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import ast
+import hashlib
+import importlib.metadata as md
+import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from nomad_device.bundle import BundleError, Root, read_config, resolve_target
+from nomad_device.bundle.archive import contents
 from nomad_device.bundle.build import SCRIPT_MODULE, ready_made_plugins
 from nomad_device.bundle.collect import (
     collect_pip,
@@ -20,7 +25,7 @@ from nomad_device.bundle.collect import (
 )
 from nomad_device.host import DevicePluginClient
 
-from .bundle_support import build, node_env, node_python, tiny_bundle
+from .bundle_support import build, node_env, node_python, payload, tiny_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOTSTRAP = ROOT / "src" / "nomad_device" / "bundle" / "bootstrap.py"
@@ -127,13 +132,36 @@ def test_file_format_and_inspect(tmp_path: Path) -> None:
     assert data.startswith(b"#!/bin/sh\n")
     assert os.stat(out).st_mode & 0o111 == 0o111
     assert read_config(out) == config
-    assert config["python"] == list(sys.version_info[:2])
+    assert config["pythons"] == [list(sys.version_info[:2])]
+    assert config["runtime"] is None
     # Equal inputs, equal key: a rebuild of the same code reuses a node's cache.
     again = tiny_bundle(tmp_path / "again", "1")
     assert again["key"] == config["key"]
-    done = build("--inspect", str(out))
-    assert done.returncode == 0
-    assert f'"key": "{config["key"]}"' in done.stdout
+    # The key names the payload's hash, which the bundle carries in full.
+    spec = config["payload"]
+    digest = hashlib.sha256(b"nomad-device-bundle 2\n" + data[spec["offset"] :][: spec["size"]])
+    assert spec["sha256"] == digest.hexdigest()
+    assert config["key"] == f"tiny-{digest.hexdigest()[:16]}"
+
+
+def test_inspect_prints_what_the_bundle_carries(example_bundle: Path) -> None:
+    """docs/deploy.md promises what the bundle carries, not only its metadata (issue 22)."""
+    done = build("--inspect", str(example_bundle))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    config = read_config(example_bundle)
+    assert report["config"] == config
+    assert report["size"] == example_bundle.stat().st_size
+    site = report["carries"]["site"]
+    carried = {name.lower().replace("_", "-"): v for name, v in site["distributions"].items()}
+    for dist in ("nomad-device-sdk", "grpcio", "protobuf", "msgpack", "cryptography"):
+        assert carried[dist] == md.version(dist), dist
+    assert "pytest" not in carried  # tools stay out
+    with payload(example_bundle) as archive:
+        assert site["files"] == len([n for n in archive.namelist() if n.startswith("site/")])
+    needs = report["needs"]
+    assert needs["python"] == ["{}.{}".format(*sys.version_info[:2])]
+    assert needs["glibc"] == config["glibc"] and needs["machine"] == os.uname().machine
 
 
 def test_bootstrap_stays_small_and_stdlib_only() -> None:
@@ -201,14 +229,23 @@ def test_other_target_kinds_serve(tmp_path: Path, target: str, name: str) -> Non
 
 
 @pytest.mark.slow
-def test_make_dist_builds_every_ready_made_plugin(tmp_path: Path) -> None:
-    """What ``make dist`` runs: one command, one file per ready-made plugin."""
-    done = build("--ready-made", "--output-dir", str(tmp_path))
-    assert done.returncode == 0, done.stderr
-    built = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
+@pytest.mark.timeout(3000)
+def test_make_dist_builds_every_ready_made_plugin(aarch64_dist: Path) -> None:
+    """What ``make dist`` runs for aarch64: one file per ready-made plugin, each an aarch64 ELF."""
+    built = sorted(p.name for p in aarch64_dist.iterdir() if not p.name.startswith("."))
     assert built == ready_made_plugins()
-    for path in tmp_path.iterdir():
-        assert read_config(path)["name"] == path.name
+    for path in aarch64_dist.iterdir():
+        config = read_config(path)
+        assert config["name"] == path.name
+        assert (config["machine"], config["glibc"]) == ("aarch64", [2, 17])
+        assert config["pythons"] == [[3, 11], [3, 12], [3, 13]]
+        assert path.read_bytes()[:20][18] == 183  # EM_AARCH64
+        with zipfile.ZipFile(path) as boot:  # the zip at the end: what starts before unpacking
+            names = set(boot.namelist())
+        assert {"encodings/__init__.pyc", "zipfile/__init__.pyc", "_nomad_bundle_boot.pyc"} <= names
+        assert {f"_nomad_bundle_boot_3{minor}.pyc" for minor in (11, 12, 13)} <= names
+    nvidia = contents(aarch64_dist / "nomad-device-nvidia")["carries"]["site"]["distributions"]
+    assert "nvidia-ml-py" in nvidia
 
 
 def test_make_dist_target_exists() -> None:
@@ -216,4 +253,35 @@ def test_make_dist_target_exists() -> None:
         ["make", "-n", "dist"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert "nomad-device-bundle --ready-made --output-dir dist" in done.stdout
+    for machine in ("x86_64", "aarch64"):
+        assert (
+            f"nomad-device-bundle --ready-made --interpreter auto --machine {machine} "
+            f"--output-dir dist/{machine}"
+        ) in done.stdout
+
+
+def test_glibc_floor_is_what_the_elf_files_reference() -> None:
+    """The floor is read from symbol versions, as ``objdump -T`` shows them."""
+    import re as regex
+    import shutil as sh
+
+    import grpc
+
+    from nomad_device.bundle.elf import glibc_floor, read_elf
+
+    objdump = sh.which("objdump")
+    if objdump is None:
+        pytest.skip("objdump (binutils) is needed to cross-check")
+    libraries = sorted(Path(grpc.__file__).parent.rglob("*.so"))
+    assert libraries
+    for library in libraries:
+        info = read_elf(library)
+        assert info is not None and info.machine == 62 and "libc.so.6" in info.needed
+        listed = subprocess.run([objdump, "-T", str(library)], capture_output=True, text=True)
+        versions = {
+            (int(m[1]), int(m[2] or 0))
+            for m in regex.finditer(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?", listed.stdout)
+        }
+        assert info.glibc == max(versions)
+    floor, infos = glibc_floor(libraries)
+    assert floor == max(i.glibc for i in infos.values() if i.glibc)

@@ -12,15 +12,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from nomad_device.config import encode_config
 from nomad_device.goplugin.hclog import parse_line
-from nomad_device.plugins.example import ExampleConfig
 
-from .bundle_support import build, node_env, node_python, read_only
+from .bundle_support import (
+    build,
+    check_report,
+    devices_in,
+    gohost_argv,
+    node_env,
+    node_python,
+    read_only,
+    run_gohost,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(600)]
 
@@ -28,70 +34,18 @@ CONFORMANCE = Path(sys.executable).parent / "nomad-device-conformance"
 ROOT_CACHES = ("/var/cache/nomad-device-bundle", "/run/nomad-device-bundle")
 
 
-def _devices(tmp_path: Path) -> Path:
-    devices = tmp_path / "devices"
-    devices.mkdir()
-    for name, mode in (("device01", 0o777), ("device02", 0o644), ("device03", 0o644)):
-        (devices / name).write_text(name)
-        (devices / name).chmod(mode)
-    return devices
-
-
-def _ok(result: dict[str, Any], what: str) -> Any:
-    assert result["ok"], f"{what}: {result.get('error')}"
-    return result.get("value")
-
-
 def test_go_host_drives_bundle_from_read_only_plugin_dir(
     interop_bin: Path, plugin_dir: Path, tmp_path: Path
 ) -> None:
     node_python()
-    devices = _devices(tmp_path)
+    devices = devices_in(tmp_path)
     bundle = plugin_dir / "nomad-device-example"
-    config = encode_config(ExampleConfig(dir=str(devices), list_period="1s"))
-    argv = [
-        str(interop_bin / "gohost"),
-        "-quiet",
-        "-config-hex",
-        config.hex(),
-        "-reserve",
-        "device02",
-        "-stats-interval",
-        "100ms",
-        "--",
-        str(bundle),
-    ]
     env = node_env()
     assert "HOME" not in env and ".venv" not in env["PATH"]
-    done = subprocess.run(
-        read_only(plugin_dir, argv),
-        env=env,
-        cwd="/",
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode != 99, "plugin_dir was still writable"
-    report = json.loads(done.stdout)
-    assert report.get("error") is None, done.stderr[-4000:]
-
-    assert _ok(report["plugin_info"], "PluginInfo")["name"] == "example-fs-device"
-    _ok(report["set_config"], "SetConfig")
-    (group,) = _ok(report["fingerprint"], "Fingerprint")["groups"]
-    assert (group["vendor"], group["type"], group["name"]) == ("nomad", "file", "mock")
-    health = {d["id"]: d["healthy"] for d in group["devices"]}
-    assert health == {"device01": False, "device02": True, "device03": True}
-    (reserved,) = report["reserve"]
-    mounts = _ok(reserved, "Reserve device02")["mounts"]
-    assert mounts[0]["host_path"] == str(devices / "device02")
-    (stats_group,) = _ok(report["stats"], "Stats")["groups"]
-    assert sorted(stats_group["instance_stats"]) == ["device01", "device02", "device03"]
-    assert report["kill"]["outcome"] == "graceful", report["kill"]
-    assert report["kill"]["process_gone"]
-
-    for record in report["logs"]:
-        assert not record["message"].startswith("{"), record  # every line was hclog
+    argv = read_only(plugin_dir, gohost_argv(interop_bin, devices, [str(bundle)]))
+    report = run_gohost(argv, env)
+    start = check_report(report, devices)
+    assert start["interpreter"] == "node"
     unpacked = [r for r in report["logs"] if r["message"] == "unpacked plugin bundle"]
     if unpacked:  # the session's first launch of this bundle on this machine
         cache = Path(unpacked[0]["fields"]["cache"])
@@ -102,7 +56,7 @@ def test_go_host_drives_bundle_from_read_only_plugin_dir(
 
 
 def test_conformance_suite_passes_on_bundle(plugin_dir: Path, tmp_path: Path) -> None:
-    devices = _devices(tmp_path)
+    devices = devices_in(tmp_path)
     argv = [
         str(CONFORMANCE),
         "--json",
@@ -155,7 +109,7 @@ def test_bundled_conformance_suite_checks_a_node(plugin_dir: Path, tmp_path: Pat
     suite = tmp_path / "nomad-device-conformance"
     done = build("nomad-device-conformance", "-o", str(suite))
     assert done.returncode == 0, done.stderr
-    devices = _devices(tmp_path)
+    devices = devices_in(tmp_path)
     argv = [
         str(suite),
         "--config-json",

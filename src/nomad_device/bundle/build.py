@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata as md
+import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,12 +20,23 @@ from nomad_device.bundle.collect import (
     Root,
     collect_env,
     collect_pip,
+    collect_wheels,
     copy_module,
     glibc_needed,
     requirement_roots,
 )
+from nomad_device.bundle.elf import MACHINES
+from nomad_device.bundle.runtime import GLIBC, runtime_for
 
-__all__ = ["SCRIPT_MODULE", "Target", "build_bundle", "ready_made_plugins", "resolve_target"]
+__all__ = [
+    "INTERPRETERS",
+    "SCRIPT_MODULE",
+    "SUPPORTED_PYTHONS",
+    "Target",
+    "build_bundle",
+    "ready_made_plugins",
+    "resolve_target",
+]
 
 #: The module name a bundled plugin file gets (it runs as ``__main__``).
 SCRIPT_MODULE = "_bundle_plugin_main"
@@ -126,6 +139,13 @@ def resolve_target(text: str, with_roots: Sequence[Root] = ()) -> Target:
     raise BundleError(f"{text!r} is not a plugin file, an installed console script or module:attr")
 
 
+#: The node Pythons a bundle that may use one carries code for: every CPython the SDK supports.
+SUPPORTED_PYTHONS: tuple[tuple[int, int], ...] = ((3, 11), (3, 12), (3, 13))
+
+#: How a bundle finds its interpreter (docs/deploy.md has the table).
+INTERPRETERS = ("node", "bundled", "auto")
+
+
 def build_bundle(
     target: Target,
     output: Path,
@@ -134,17 +154,58 @@ def build_bundle(
     requirements: Sequence[Path] = (),
     pip_args: Sequence[str] = (),
     name: str | None = None,
+    interpreter: str = "node",
+    pythons: Sequence[tuple[int, int]] | None = None,
+    machine: str | None = None,
+    glibc: tuple[int, int] | None = None,
+    runtime_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Build ``output`` for ``target``; return the config the bundle carries."""
+    """Build ``output`` for ``target``; return the config it carries.
+
+    ``interpreter``: ``node`` runs on the node's CPython (``pythons``, default
+    this one); ``bundled`` brings its own and uses nothing of the node's;
+    ``auto`` brings its own and uses the node's when it is one of ``pythons``
+    (default: every supported CPython).
+    """
+    if interpreter not in INTERPRETERS:
+        raise BundleError(f"unknown interpreter {interpreter!r} ({', '.join(INTERPRETERS)})")
     name = name or output.name
+    here = os.uname().machine
+    machine = machine or here
+    if machine not in MACHINES:
+        raise BundleError(f"unknown machine {machine!r} ({', '.join(MACHINES)})")
+    runtime = runtime_for(machine, runtime_dir) if interpreter != "node" else None
+    if interpreter == "bundled":
+        node_pythons: list[tuple[int, int]] = []
+    elif pythons:
+        node_pythons = sorted(set(pythons))
+    else:
+        node_pythons = list(SUPPORTED_PYTHONS) if interpreter == "auto" else [sys.version_info[:2]]
+    if any(v < (3, 11) for v in node_pythons):
+        raise BundleError("the SDK needs CPython 3.11 or newer")
+    abis = sorted(set(node_pythons) | ({runtime.python[:2]} if runtime else set()))
+    # The default source copies this environment as it is: only for its own Python and CPU.
+    as_installed = (
+        abis == [sys.version_info[:2]] and machine == here and glibc is None and runtime is None
+    )
+    if source == "pip" and not as_installed:
+        raise BundleError("--pip builds for this Python and CPU only; drop --interpreter/--python")
     roots = list(target.roots)
     with tempfile.TemporaryDirectory(prefix="nomad-device-bundle-") as tmp:
         site = Path(tmp) / "site"
         site.mkdir()
+        abi_sites: dict[tuple[int, int], Path] = {}
         if source == "env":
             for path in requirements:
                 roots += requirement_roots(path)
-            collect_env(roots, site)
+            if as_installed:
+                collect_env(roots, site)
+            else:
+                for abi in abis:
+                    abi_sites[abi] = Path(tmp) / f"site-cp{abi[0]}{abi[1]}"
+                    abi_sites[abi].mkdir()
+                floor = glibc or (runtime.glibc if runtime else GLIBC)
+                collect_wheels(roots, site, abi_sites, machine=machine, glibc=floor)
         elif source == "pip":
             collect_pip(roots, site, requirements, pip_args)
         else:
@@ -160,7 +221,11 @@ def build_bundle(
             version=target.version,
             kind=target.kind,
             entry=target.entry,
-            glibc=glibc_needed(site),
+            glibc=glibc_needed(site) if as_installed else None,
+            pythons=node_pythons,
+            abi_sites={a: t for a, t in abi_sites.items() if any(t.iterdir())},
+            runtime=runtime,
+            machine=machine,
         )
 
 

@@ -8,9 +8,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nomad_device.bundle.archive import read_config
-from nomad_device.bundle.build import build_bundle, ready_made_plugins, resolve_target
+from nomad_device.bundle.archive import contents
+from nomad_device.bundle.build import INTERPRETERS, build_bundle, ready_made_plugins, resolve_target
 from nomad_device.bundle.collect import BundleError, Root
+from nomad_device.bundle.elf import MACHINES
 
 __all__ = ["main"]
 
@@ -25,8 +26,10 @@ examples:
   nomad-device-bundle --ready-made --output-dir dist
   nomad-device-bundle --inspect dist/nomad-device-example
 
-The bundle runs on nodes with the same CPython minor version and a glibc at
-least as new as the one its native wheels need; see docs/deploy.md.
+By default the bundle runs on the node's CPython (the same minor version, or
+those given with --python) with a glibc at least as new as its native code
+needs; --interpreter bundled or auto brings CPython itself, so a node needs
+only its kernel and glibc 2.17 or newer. See docs/deploy.md.
 """
 
 
@@ -77,8 +80,52 @@ def _parser() -> argparse.ArgumentParser:
         help="bundle every ready-made plugin of the SDK into --output-dir",
     )
     parser.add_argument("--output-dir", type=Path, default=Path("dist"))
-    parser.add_argument("--inspect", metavar="BUNDLE", type=Path, help="print a bundle's config")
+    parser.add_argument(
+        "--interpreter",
+        choices=INTERPRETERS,
+        default="node",
+        help="node: the node's CPython runs it (default); bundled: it brings its own; "
+        "auto: the node's when it fits, else its own",
+    )
+    parser.add_argument(
+        "--python",
+        dest="pythons",
+        action="append",
+        type=_version,
+        metavar="X.Y",
+        help="a node CPython to carry code for (repeatable; default: this one, or every "
+        "supported one with --interpreter auto)",
+    )
+    parser.add_argument(
+        "--machine",
+        choices=sorted(MACHINES),
+        help="the nodes' CPU (default: this machine's)",
+    )
+    parser.add_argument(
+        "--glibc",
+        type=_version,
+        metavar="X.Y",
+        help="the oldest glibc the nodes have: native wheels are fetched for it "
+        "(default with an interpreter: 2.17)",
+    )
+    parser.add_argument(
+        "--runtime", type=Path, metavar="DIR", help="a built interpreter (default: build or reuse)"
+    )
+    parser.add_argument(
+        "--inspect",
+        metavar="BUNDLE",
+        type=Path,
+        help="print what a bundle carries and what it needs of a node",
+    )
     return parser
+
+
+def _version(text: str) -> tuple[int, int]:
+    try:
+        major, minor = (int(p) for p in text.split("."))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not X.Y") from None
+    return major, minor
 
 
 def _build_one(args: argparse.Namespace, target_text: str, output: Path | None) -> None:
@@ -99,6 +146,11 @@ def _build_one(args: argparse.Namespace, target_text: str, output: Path | None) 
         requirements=args.requirement,
         pip_args=pip_args,
         name=args.name,
+        interpreter=args.interpreter,
+        pythons=args.pythons,
+        machine=args.machine,
+        glibc=args.glibc,
+        runtime_dir=args.runtime,
     )
     size = output.stat().st_size / 2**20
     print(f"{output}: {config['name']} {config['version']}, {size:.1f} MiB, key {config['key']}")
@@ -108,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.inspect is not None:
-            print(json.dumps(read_config(args.inspect), indent=2, sort_keys=True))
+            print(json.dumps(contents(args.inspect), indent=2, sort_keys=True))
         elif args.ready_made:
             if args.target or args.output:
                 raise BundleError("--ready-made builds every plugin: give only --output-dir")

@@ -20,6 +20,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -28,7 +30,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
-__all__ = ["BundleError", "Root", "collect_env", "collect_pip", "copy_module", "glibc_needed"]
+__all__ = [
+    "BundleError",
+    "Root",
+    "collect_env",
+    "collect_pip",
+    "collect_wheels",
+    "compile_with",
+    "copy_module",
+    "find_python",
+    "glibc_needed",
+    "manylinux_platforms",
+]
 
 #: The SDK's own distribution: every bundle carries it.
 SDK_DIST = "nomad-device-sdk"
@@ -291,6 +304,7 @@ def glibc_needed(site: Path) -> tuple[int, int] | None:
     """The oldest glibc every bundled native wheel runs on (None: all pure Python).
 
     A wheel built here (``linux_*`` tag) is taken to need this machine's glibc.
+    (The bundle's floor also counts the symbol versions its ELF files reference.)
     """
     needed: tuple[int, int] | None = None
     for wheel in sorted(site.glob("*.dist-info/WHEEL")):
@@ -311,3 +325,170 @@ def glibc_needed(site: Path) -> tuple[int, int] | None:
         version = min(known) if known else _build_glibc()
         needed = version if needed is None else max(needed, version)
     return needed
+
+
+# -- native code for other Pythons and CPUs --------------------------------------------
+
+
+def find_python(version: tuple[int, int]) -> Path:
+    """A ``pythonX.Y`` on this machine, to compile bytecode for that version.
+
+    PATH first, then pyenv's installations (newest patch release first).
+    """
+    if version == sys.version_info[:2]:
+        return Path(getattr(sys, "_base_executable", sys.executable))
+    name = f"python{version[0]}.{version[1]}"
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        found = Path(directory) / name
+        # pyenv's shims are shell scripts that fail for a version not selected.
+        if "shims" not in found.parts and found.is_file() and os.access(found, os.X_OK):
+            return found
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    prefix = f"{version[0]}.{version[1]}."
+    candidates = sorted(
+        (
+            p
+            for p in root.glob(f"{prefix}*/bin/{name}")
+            if p.parents[1].name[len(prefix) :].isdigit()
+        ),
+        key=lambda p: int(p.parents[1].name[len(prefix) :]),
+        reverse=True,
+    )
+    if candidates:
+        return candidates[0]
+    raise BundleError(
+        f"building for CPython {version[0]}.{version[1]} needs {name} on this machine "
+        "(to compile its bytecode): put one on PATH"
+    )
+
+
+def compile_with(python: Path, tree: Path, ddir: str) -> None:
+    """``unchecked-hash`` bytecode for ``tree`` by another interpreter (its own version's)."""
+    command = [str(python), "-I", "-m", "compileall", "-q", "-q", "-d", ddir]
+    command += ["--invalidation-mode", "unchecked-hash", str(tree)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode not in (0, 1):  # 1: a file that is not valid Python (left as is)
+        raise BundleError(f"{python} -m compileall {tree} failed:\n{done.stderr[-2000:]}")
+
+
+def manylinux_platforms(machine: str, glibc: tuple[int, int]) -> list[str]:
+    """pip ``--platform`` tags of wheels that run on ``glibc`` (and newer) on ``machine``."""
+    tags = [f"manylinux_2_{minor}_{machine}" for minor in range(glibc[1], 4, -1)]
+    for alias, version in _MANYLINUX_ALIASES.items():
+        if version <= glibc:
+            tags.append(f"{alias}_{machine}")
+    return tags
+
+
+def _purelib(dist: md.Distribution) -> bool:
+    text = dist.read_text("WHEEL") or ""
+    return "Root-Is-Purelib: true" in text
+
+
+def _unpack_wheel(wheel: Path, site: Path) -> None:
+    """Install a wheel's files into ``site`` the way pip would for an import tree."""
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            parts = PurePosixPath(info.filename).parts
+            if info.is_dir() or not parts or parts[0] == ".." or info.filename.startswith("/"):
+                continue
+            if parts[0].endswith(".data"):
+                if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
+                    continue  # scripts, headers, data: not importable
+                parts = parts[2:]
+            if parts[-1] in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json"):
+                continue
+            dst = site.joinpath(*parts)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(archive.read(info))
+            if (info.external_attr >> 16) & 0o111:
+                dst.chmod(0o755)
+
+
+def _wheel_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "nomad-device-bundle" / "wheels"
+
+
+def _download(
+    dist: md.Distribution, python: tuple[int, int], platforms: Sequence[str], into: Path
+) -> Path:
+    """The wheel of ``dist`` (the installed version) for ``python`` on ``platforms``."""
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        f"{python[0]}.{python[1]}",
+        *(f"--platform={p}" for p in platforms),
+        "--dest",
+        str(into),
+        f"{dist.name}=={dist.version}",
+    ]
+    before = set(into.glob("*.whl"))
+    # Offline from our own wheel cache first; PyPI (or pip's configured index) otherwise.
+    cache = _wheel_cache()
+    cache.mkdir(parents=True, exist_ok=True)
+    offline = subprocess.run(
+        [*command, "--no-index", "--find-links", str(cache)], capture_output=True, text=True
+    )
+    if offline.returncode != 0:
+        online = subprocess.run(command, capture_output=True, text=True, check=False)
+        if online.returncode != 0:
+            raise BundleError(
+                f"no wheel of {dist.name} {dist.version} for CPython {python[0]}.{python[1]} on "
+                f"{platforms[0]} or older: {online.stderr.strip()[-1500:]}"
+            )
+    new = sorted(set(into.glob("*.whl")) - before) or sorted(
+        w for w in into.glob("*.whl") if _wheel_name(w) == _canonical(dist.name)
+    )
+    wheel = next(w for w in new if _wheel_name(w) == _canonical(dist.name))
+    if not (cache / wheel.name).exists():
+        shutil.copyfile(wheel, cache / wheel.name)
+    return wheel
+
+
+def _wheel_name(wheel: Path) -> str:
+    return _canonical(wheel.name.split("-")[0])
+
+
+def collect_wheels(
+    roots: Sequence[Root],
+    site: Path,
+    abi_sites: dict[tuple[int, int], Path],
+    *,
+    machine: str,
+    glibc: tuple[int, int],
+) -> list[md.Distribution]:
+    """The closure of ``roots`` for several Pythons and any CPU, from this environment's versions.
+
+    Pure-Python distributions are copied from this environment into ``site``
+    (every Python shares them); native ones are fetched as wheels of the same
+    version for each Python in ``abi_sites`` and ``machine``, tagged for
+    ``glibc`` or older. A wheel that serves every Python (abi3) goes to ``site``
+    once; the others to their Python's directory.
+    """
+    dists = resolve(roots)
+    platforms = manylinux_platforms(machine, glibc)
+    with tempfile.TemporaryDirectory(prefix="nomad-device-wheels-") as tmp:
+        for dist in dists:
+            if _purelib(dist):
+                _copy_dist(dist, site)
+                continue
+            wheels = {}
+            for python in sorted(abi_sites):
+                into = Path(tmp) / f"{python[0]}{python[1]}"
+                into.mkdir(exist_ok=True)
+                wheels[python] = _download(dist, python, platforms, into)
+            if len({w.name for w in wheels.values()}) == 1:
+                _unpack_wheel(next(iter(wheels.values())), site)
+            else:
+                for python, wheel in wheels.items():
+                    _unpack_wheel(wheel, abi_sites[python])
+    return dists
