@@ -529,6 +529,9 @@ def _decode_field(fp: _Field, raw: object, parent: cty.Path) -> object:
 def encode_config(config: object) -> bytes:
     """The msgpack Nomad would send to ``SetConfig`` for ``config`` (a config dataclass).
 
+    That is, for an agent file that writes every setting whose value differs from
+    its default: a list, set or map still at its default is left out, so it
+    travels as null (the plugin applies the default), as it does from Nomad.
     Useful for tests and host-side tools that play Nomad's part.
     """
     plan = _plan(type(config))
@@ -544,7 +547,12 @@ def _plain_object(plan: _Plan, obj: object) -> dict[str, object]:
         if value is None:
             out[fp.hcl_name] = {"block_list": [], "block_map": {}}.get(fp.kind)
         elif fp.kind in ("attr", "block_attrs"):
-            out[fp.hcl_name] = cast(_Conv, fp.conv).to_plain(value)
+            conv = cast(_Conv, fp.conv)
+            unset = fp.default is not None and not _literal_default_ok(conv)
+            if unset and value == fp.default():  # type: ignore[misc]
+                out[fp.hcl_name] = None
+            else:
+                out[fp.hcl_name] = conv.to_plain(value)
         else:
             nested = _plan(cast(type, fp.nested))
             if fp.kind == "block":

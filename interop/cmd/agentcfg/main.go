@@ -35,6 +35,7 @@ import (
 	"strings"
 
 	hcl1 "github.com/hashicorp/hcl"
+	"github.com/hashicorp/hcl/hcl/ast"
 	hcl "github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	hjson "github.com/hashicorp/hcl/v2/json"
@@ -199,11 +200,25 @@ func readAgentFile(text, plugin string) (map[string]any, result) {
 		return nil, refuse("file", err.Error())
 	}
 	// The agent parses the file a second time (for vault and consul blocks).
-	if _, err := hcl1.Parse(text); err != nil {
+	file, err := hcl1.Parse(text)
+	if err != nil {
 		return nil, refuse("file", err.Error())
 	}
 
 	extra := append([]string(nil), root.ExtraKeysHCL...)
+	// Only keys that come from plugin items are this tool's business: the
+	// agent's other settings are not modelled here (a real agent knows them,
+	// and refuses the ones it does not).
+	if list, ok := file.Node.(*ast.ObjectList); ok {
+		for _, item := range list.Items {
+			if len(item.Keys) == 0 || strings.EqualFold(keyText(item.Keys[0]), "plugin") {
+				continue
+			}
+			for _, k := range item.Keys {
+				removeFold(&extra, keyText(k))
+			}
+		}
+	}
 	for _, p := range root.Plugins {
 		removeFold(&extra, p.Name)
 		removeFold(&extra, "config")
@@ -246,6 +261,13 @@ func readAgentFile(text, plugin string) (map[string]any, result) {
 		return nil, result{}
 	}
 	return chosen.Config, result{}
+}
+
+func keyText(k *ast.ObjectKey) string {
+	if s, ok := k.Token.Value().(string); ok {
+		return s
+	}
+	return k.Token.Text
 }
 
 func removeFold(xs *[]string, s string) {

@@ -520,7 +520,7 @@ class _Decoder:
         self, name: str, filtered: list[hcl1.ObjectItem], current: _GoMap | None
     ) -> _GoMap | None:
         """The ``config`` field (``map[string]interface{}``) from its matching items."""
-        value = current
+        value = current if current is not None else _GoMap(_line(filtered[0].val))
         prefix = [i for i in filtered if i.keys]
         exact = [i for i in filtered if not i.keys]
         if prefix:
@@ -589,13 +589,14 @@ class _Decoder:
         return self.decode(name, node, created)
 
     def decode_map(self, name: str, node: hcl1.Node, current: _GoMap | None) -> _GoMap:
+        line = _line(node)
         if isinstance(node, hcl1.ObjectItem):
             node = hcl1.ObjectList([node])
         if isinstance(node, hcl1.ObjectType):
             node = node.list
         if not isinstance(node, hcl1.ObjectList):
             raise _pos_error(node, f"{name}: not an object type for map ({_type_name(node)})")
-        result = current if current is not None else _GoMap(_line(node))
+        result = current if current is not None else _GoMap(line)
         done: set[str] = set()
         for item in node.items:
             if item.val is None:

@@ -97,10 +97,9 @@ class Token:
     pos: Pos = Pos()
     json: bool = False
 
-    def go_repr(self, *, with_json: bool = True) -> str:
-        """The token as Go's ``%+v`` prints it (in a few error messages)."""
-        tail = f" JSON:{'true' if self.json else 'false'}" if with_json else ""
-        return f"{{Type:{self.type.value} Pos:{self.pos} Text:{self.text}{tail}}}"
+    def __str__(self) -> str:
+        """Go's ``Token.String`` (what ``%+v`` prints in a few error messages)."""
+        return f"{self.pos} {self.type.value} {self.text}"
 
 
 @dataclass
@@ -974,7 +973,7 @@ class _Parser:
             return self.list_type()
         if tok.type is Tok.EOF:
             raise _EofToken()
-        raise _PosError(tok.pos, f"Unknown token: {tok.go_repr()}")
+        raise _PosError(tok.pos, f"Unknown token: {tok}")
 
     def object_type(self) -> ObjectType:
         start = self.tok.pos
@@ -1117,7 +1116,7 @@ class _JsonParser:
         if tok.type is Tok.EOF:
             raise _EofToken()
         raise _JsonError(
-            f"Expected object value, got unknown token: {tok.go_repr(with_json=False)}"
+            f"Expected object value, got unknown token: {tok}"
         )
 
     def object(self) -> ObjectType:
@@ -1126,7 +1125,7 @@ class _JsonParser:
             return self.object_type()
         if tok.type is Tok.EOF:
             raise _EofToken()
-        raise _JsonError(f"Expected object, got unknown token: {tok.go_repr(with_json=False)}")
+        raise _JsonError(f"Expected object, got unknown token: {tok}")
 
     def object_type(self) -> ObjectType:
         items, error = self.object_list()

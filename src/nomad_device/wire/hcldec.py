@@ -593,6 +593,9 @@ class _Decoder:
                     body.where,
                     path,
                 )
+        # hcl reads the body's properties a second time for this check, so a body of
+        # the wrong JSON type is reported twice, as the agent reports it.
+        self.deep_props(body, path, None)
         # hcl tries attribute names (unused ones) before block types; Go's map order
         # makes Nomad's choice between equally close names random, ours is sorted.
         suggestions = sorted(n for n, _ in schema.attrs if n not in used)

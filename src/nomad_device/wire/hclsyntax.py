@@ -14,7 +14,7 @@ from typing import Final
 __all__ = ["hint"]
 
 _AT: Final = re.compile(r"At (\d+):(\d+): (.*)\Z", re.DOTALL)
-_TOKEN_TEXT: Final = re.compile(r"Type:(\w+) Pos:\S+ Text:(.*?)(?: JSON:\w+)?\}\Z")
+_TOKEN_TEXT: Final = re.compile(r"Unknown token: \S+ (\w+) (.*)\Z", re.DOTALL)
 
 
 def _char_at(text: str, line: int, column: int) -> str:
@@ -61,8 +61,17 @@ def hint(message: str, text: str) -> str:
         if kind in ("SUB", "ADD"):
             return "arithmetic is not read in an agent file: write the number itself"
         return 'a value (a string, number, bool, list or block) belongs after "="'
-    if body.startswith("expected: IDENT | STRING | ASSIGN | LBRACE"):
+    if body.startswith("expected: IDENT | STRING | ASSIGN | LBRACE got: "):
+        got = body.rsplit(" ", 1)[-1]
+        if got == "RBRACE":
+            return 'this "}" closes nothing: count the braces above it'
+        if got in ("ADD", "SUB"):
+            return "arithmetic is not read in an agent file: write the number itself"
         return 'each setting is "name = value" on its own; two values follow each other here'
+    if body == "no object keys found!":
+        return 'a setting needs a name before "="'
+    if body.startswith("expected: STRING got: "):
+        return "in JSON every key is a quoted string; look for a stray or doubled comma"
     if body.startswith("error parsing list"):
         return 'list items are separated by commas: ["a", "b"]'
     if body.startswith("object expected closing RBRACE"):
