@@ -39,7 +39,7 @@ PLUGINS: dict[str, list[str]] = {
     "config_plugin": [PY, str(ROOT / "tests/plugins/config_plugin.py")],
     "sdk_plugin": [PY, str(ROOT / "tests/plugins/sdk_plugin.py")],
     "needs_config": [PY, str(ROOT / "tests/conformance/fixtures/needs_config.py")],
-    "unsafe_schema": [PY, str(ROOT / "tests/plugins/unsafe_schema.py")],
+    "unsafe_schema": [PY, str(ROOT / "tests/conformance/fixtures/unsafe_schema.py")],
 }
 
 #: Generated files per plugin; with the fixed corpus below, a few thousand in all.

@@ -1168,6 +1168,22 @@ def _unify(types: Sequence[cty.CtyType]) -> cty.CtyType | None:
                 return None
             attrs[name] = sub
         return cty.Object(attrs)
+    if all(isinstance(t, cty.List | cty.Tuple) for t in concrete) and any(
+        isinstance(t, cty.List) for t in concrete
+    ):
+        # Tuples are lists in disguise (a literal default []): unify every element.
+        elem_types = [
+            e
+            for t in concrete
+            for e in (t.elems if isinstance(t, cty.Tuple) else (t.elem,))  # type: ignore[attr-defined]
+        ]
+        sub = _unify(elem_types)
+        return None if sub is None else cty.List(sub)
+    if all(isinstance(t, cty.List | cty.Set | cty.Map) for t in concrete) and all(
+        type(t) is type(first) for t in concrete
+    ):
+        sub = _unify([t.elem for t in concrete])  # type: ignore[attr-defined]
+        return None if sub is None else type(first)(sub)
     if all(isinstance(t, cty.Tuple) for t in concrete):
         tuples = [t for t in concrete if isinstance(t, cty.Tuple)]
         size = len(tuples[0].elems)
