@@ -43,7 +43,7 @@ PLUGINS: dict[str, list[str]] = {
 }
 
 #: Generated files per plugin; with the fixed corpus below, a few thousand in all.
-EXAMPLES = 300
+EXAMPLES = 400
 
 COMPARED: dict[str, int] = {}
 
@@ -108,6 +108,85 @@ def test_generated_agent_files_decode_as_in_go(
 ) -> None:
     case = data.draw(cases(wire_specs[label][1], label), label="case")
     _check(case, label, wire_specs, go_agent)
+
+
+# ------------------------------------------------------------- a fixed corpus
+
+_SERIAL = 'device "serial" {\n      usb {\n        vendor_id  = "1a86"\n        product_id = "7523"\n      }\n    }'
+_KVM = 'device "kvm" {\n      paths = ["/dev/kvm"]\n      share = 4\n    }'
+
+
+def _file(label: str, *items: str) -> str:
+    inner = "".join(f"    {item}\n" for item in items)
+    return f'plugin "{label}" {{\n  config {{\n{inner}  }}\n}}\n'
+
+
+_G = "nomad-device-generic"
+_U = "unsafe_schema"
+#: The classes of the issue's corpus, each for the plugin whose schema it concerns:
+#: (plugin, file text, the outcome a Nomad v2.0.5 agent gives).
+CORPUS: list[tuple[str, str, str]] = [
+    (_G, _file(_G, _SERIAL, _KVM), "accept"),
+    (_G, _file(_G, _KVM, _SERIAL), "accept"),
+    (_G, _file(_G, _KVM, 'device "empty" {}'), "accept"),
+    (_G, _file(_G, 'device "a" {\n paths = []\n }', 'device "b" {}', _KVM), "accept"),
+    (_G, _file(_G, _SERIAL, _KVM, 'device "p" {\n probe {\n command = ["true"]\n }\n }'), "accept"),
+    (_G, _file(_G, 'device "e" {\n env {\n A = "1"\n }\n attributes {\n x = "1"\n }\n }', _KVM), "accept"),
+    (_G, _file(_G, 'device "u" {\n usb {}\n usb {}\n group_per_device = true\n }', _KVM), "accept"),
+    (_U, _file(_U, 'slot "a" {\n names = ["x"]\n }', 'slot "b" {}'), "panic"),
+    (_U, _file(_U, 'slot "b" {}', 'slot "a" {\n names = ["x"]\n }'), "panic"),
+    (_U, _file(_U, 'slot "a" {\n names = []\n }', 'slot "b" {}'), "panic"),
+    (_U, _file(_U, 'slot "a" {}', 'slot "b" {}', 'slot "c" {\n names = ["x"]\n }'), "panic"),
+    (_U, _file(_U, 'slot "a" {\n names = ["x"]\n }', 'slot "b" {\n names = []\n }'), "accept"),
+    (_U, _file(_U, 'queue {\n names = ["x"]\n }', "queue {}"), "accept"),
+    (
+        _G,
+        '{"plugin": [{"nomad-device-generic": [{"config": [{"device": '
+        '[{"kvm": [{"paths": ["/dev/kvm"], "share": 4}]}]}]}]}]}',
+        "accept",
+    ),
+    (_G, '{"plugin": {"nomad-device-generic": {"config": {"fingerprint_period": "5s"}}}}', "accept"),
+    (
+        _G,
+        '{"plugin": {"nomad-device-generic": {"config": {"device": {"kvm": '
+        '{"paths": ["/dev/kvm"], "share": 4}}}}}}',
+        "refuse",
+    ),
+    (_G, _file(_G, _KVM) + _file(_G, 'device "null" {\n paths = ["/dev/null"]\n }'), "accept"),
+    (
+        _G,
+        f'plugin "{_G}" {{\n  config {{\n    fingerprint_period = "1s"\n    {_KVM}\n  }}\n'
+        f'  config {{\n    fingerprint_period = "2s"\n    {_SERIAL}\n  }}\n}}\n',
+        "accept",
+    ),
+    (_G, _file(_G, 'device "x" {\n paths = ["${attr.kernel.name}"]\n }'), "refuse"),
+    (_G, _file(_G, 'fingerprint_period = "${node.unique.id}"'), "refuse"),
+]
+
+
+@pytest.mark.parametrize(("label", "text", "outcome"), CORPUS)
+def test_the_issue_corpus_decodes_as_in_go(
+    label: str,
+    text: str,
+    outcome: str,
+    wire_specs: dict[str, tuple[Any, hclspec.Spec]],
+    go_agent: Any,
+) -> None:
+    case = Case(label, text, text.startswith("{"), "corpus")
+    _check(case, label, wire_specs, go_agent)
+    assert python(case, wire_specs[label][1])["outcome"] == outcome
+
+
+def test_the_failing_configs_the_safety_check_prints_crash_go_too(
+    wire_specs: dict[str, tuple[Any, hclspec.Spec]], go_agent: Any
+) -> None:
+    from nomad_device.wire import schemasafety
+
+    for label, (_, spec) in wire_specs.items():
+        for hazard in schemasafety.hazards(spec, label):
+            answer = go_agent(Case(label, hazard.config, False, "hazard"), wire_specs[label][0])
+            assert answer["outcome"] == "panic", (label, hazard.config, answer)
+            COMPARED[label] = COMPARED.get(label, 0) + 1
 
 
 def test_report_how_many_configs_were_compared() -> None:
