@@ -171,8 +171,12 @@ def test_directory_replaced_by_a_file(example: Start, tmp_path: Path) -> None:
         root.mkdir()
         touch(root / "a")
         wait_for(stream, group(Device("a")))
-    [warning] = logged(launched, "device directory not found")
-    assert warning.fields["error"] in ("not a directory", "no such file or directory")
+    # Once per state: a scan may also have seen the moment between rmtree and touch.
+    warnings = logged(launched, "device directory not found")
+    assert 1 <= len(warnings) <= 2, warnings
+    errors = [w.fields["error"] for w in warnings]
+    assert set(errors) <= {"not a directory", "no such file or directory"}
+    assert len(set(errors)) == len(errors)
 
 
 def test_reserve_while_the_directory_is_missing(example: Start, tmp_path: Path) -> None:

@@ -24,8 +24,11 @@ ALLOWED: dict[str, set[str]] = {
     "constants": {"goplugin"},
     "host": BASE | {"goplugin", "wire", "config", "constants"},
     "plugin": BASE | {"goplugin", "wire", "config", "constants", "sources"},
-    "testing": BASE | {"goplugin", "wire", "config", "constants", "host", "plugin"},
+    "testing": BASE | {"goplugin", "wire", "config", "constants", "host", "plugin", "placement"},
     "plugins": BASE | {"wire", "config", "constants", "plugin", "sources"},
+    # The placement model (Nomad's scheduler rules for devices, jobs, nodes and the
+    # cluster's API): values only, read with the wire layer's HCL reader.
+    "placement": BASE | {"wire"},
     # The launcher is the top: it drives plugins through the host client and its
     # demo uses the example plugin's bundled directory.
     "cli": BASE
@@ -39,6 +42,7 @@ ALLOWED: dict[str, set[str]] = {
         "testing",
         "plugins",
         "sources",
+        "placement",
     },
     # The bundle builder sits beside the launcher. It imports the plugin API only
     # to check at build time that an entry point is a DevicePlugin; what runs on

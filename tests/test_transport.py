@@ -71,7 +71,7 @@ def test_without_cookie_explains_and_exits_1() -> None:
 @pytest.mark.parametrize("network", ["unix", "tcp"])
 def test_handshake_line_and_health(network: str, launch: Launcher) -> None:
     env = _plugin_env(GOPLUGIN_PY_NETWORK=network)
-    plugin = launch(env=env)
+    plugin = launch(env=env, auto_mtls=network == "tcp")  # TCP only with AutoMTLS
     config = plugin.client.reattach_config
     assert config.network == network
     assert config.protocol_version == 2
@@ -260,6 +260,69 @@ def test_unix_socket_group(launch: Launcher) -> None:
     st = os.stat(plugin.client.reattach_config.address)
     assert st.st_mode & 0o777 == 0o660
     assert st.st_gid == gid
+    # The group must be able to reach it: the private directory lets it through, only.
+    parent = os.stat(os.path.dirname(plugin.client.reattach_config.address))
+    assert (parent.st_mode & 0o777, parent.st_gid) == (0o710, gid)
+
+
+def test_tcp_without_auto_mtls_is_refused(private_tmpdir: Path) -> None:
+    """Any local user can reach 127.0.0.1; a plugin (root) must not listen there in clear."""
+    from nomad_device.goplugin.client import PluginError
+
+    lines: list[str] = []
+    with pytest.raises(PluginError):
+        DevicePluginClient.launch(
+            [sys.executable, str(SDK_PLUGIN)],
+            env=_plugin_env(GOPLUGIN_PY_NETWORK="tcp"),
+            on_log=lambda entry: lines.append(entry.message),
+            start_timeout=30,
+        )
+    assert any("tcp needs AutoMTLS" in line for line in lines), lines
+
+
+def test_socket_group_change_never_follows_a_planted_link(tmp_path: Path) -> None:
+    """A user who can write PLUGIN_UNIX_SOCKET_DIR swaps the fresh socket for a symlink
+    between bind and chown (the race, won here every time): nothing outside changes."""
+    import asyncio
+    import socket
+
+    from nomad_device.goplugin import server as goserver
+
+    victim = tmp_path / "victim"
+    victim.write_text("root's file")
+    victim.chmod(0o600)
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    gid = next(g for g in (1, 2, 3, 4, 5) if g != os.getgid())  # daemon, bin, sys ...
+    before = victim.stat()
+
+    class RacedServer:
+        """Binds like gRPC does, then lets the attacker in before the plugin's chown."""
+
+        def __init__(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX)
+
+        def add_insecure_port(self, address: str) -> int:
+            self.sock.bind(address.removeprefix("unix:"))
+            return 1
+
+        async def start(self) -> None:
+            (planted,) = list(shared.iterdir())
+            planted.unlink()
+            planted.symlink_to(victim)
+
+    server = RacedServer()
+    env = {"PLUGIN_UNIX_SOCKET_DIR": str(shared), "PLUGIN_UNIX_SOCKET_GROUP": str(gid)}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        listener = asyncio.run(goserver._listen_unix(server, None))  # type: ignore[arg-type]
+    try:
+        after = victim.stat()
+        assert (after.st_gid, after.st_mode) == (before.st_gid, before.st_mode)
+    finally:
+        listener.cleanup()
+        server.sock.close()
 
 
 def test_tcp_port_range_gives_distinct_ports(launch: Launcher) -> None:
@@ -269,8 +332,8 @@ def test_tcp_port_range_gives_distinct_ports(launch: Launcher) -> None:
         probe.bind(("127.0.0.1", 0))
         low = probe.getsockname()[1]
     env = _plugin_env(GOPLUGIN_PY_NETWORK="tcp")
-    first = launch(env=env, min_port=low, max_port=low + 5).client
-    second = launch(env=env, min_port=low, max_port=low + 5).client
+    first = launch(env=env, min_port=low, max_port=low + 5, auto_mtls=True).client
+    second = launch(env=env, min_port=low, max_port=low + 5, auto_mtls=True).client
     a, b = first.reattach_config.address, second.reattach_config.address
     assert a != b
     for address in (a, b):

@@ -35,10 +35,11 @@ if TYPE_CHECKING:
         StatObject,
         StatValue,
     )
-    from nomad_device.plugin import DevicePlugin, serve
+    from nomad_device.plugin import Backoff, DevicePlugin, Scheduled, Wakeup, serve
 
 __all__ = [
     "Attribute",
+    "Backoff",
     "Device",
     "DeviceGroup",
     "DeviceGroupStats",
@@ -53,9 +54,11 @@ __all__ = [
     "NotFound",
     "PluginInfo",
     "Reservation",
+    "Scheduled",
     "StatObject",
     "StatValue",
     "Unavailable",
+    "Wakeup",
     "serve",
 ]
 
@@ -68,11 +71,13 @@ _ERRORS = {
     "Unavailable",
 }
 
+_PLUGIN_API = {"Backoff", "DevicePlugin", "Scheduled", "Wakeup", "serve"}
+
 
 def __getattr__(name: str) -> Any:
     if name in _ERRORS:
         module = "nomad_device.errors"
-    elif name in ("DevicePlugin", "serve"):
+    elif name in _PLUGIN_API:
         module = "nomad_device.plugin"
     elif name in __all__:
         module = "nomad_device.model"

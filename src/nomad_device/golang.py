@@ -26,6 +26,7 @@ __all__ = [
     "filepath_clean",
     "filepath_join",
     "format_duration",
+    "getwd",
     "go_file_mode",
     "parse_duration",
     "parse_duration_timedelta",
@@ -628,7 +629,7 @@ def filepath_join(*parts: str) -> str:
     return ""
 
 
-def _go_getwd() -> str:
+def getwd() -> str:
     """Working directory as Go's ``os.Getwd`` reports it: trusts ``$PWD`` if it is "."."""
     pwd = os.environ.get("PWD", "")
     if pwd.startswith("/"):
@@ -643,13 +644,14 @@ def _go_getwd() -> str:
     return os.getcwd()
 
 
-def filepath_abs(path: str) -> str:
+def filepath_abs(path: str, cwd: str | None = None) -> str:
     """Absolute form of ``path`` like Go's ``filepath.Abs`` (purely lexical, no symlinks).
 
-    Relative paths are joined to the working directory as Go's ``os.Getwd`` sees it,
-    which is ``$PWD`` when that names the current directory (so it may contain
-    symlinks, unlike ``os.getcwd()``). Raises ``OSError`` if the directory is gone.
+    Relative paths are joined to ``cwd``, by default the working directory as
+    Go's ``os.Getwd`` sees it, which is ``$PWD`` when that names the current
+    directory (so it may contain symlinks, unlike ``os.getcwd()``). Raises
+    ``OSError`` if the directory is gone.
     """
     if path.startswith("/"):
         return filepath_clean(path)
-    return filepath_join(_go_getwd(), path)
+    return filepath_join(getwd() if cwd is None else cwd, path)

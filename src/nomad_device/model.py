@@ -148,9 +148,16 @@ class Attribute:
 
     def __eq__(self, other: object) -> bool:
         # Written out, not generic: the engine compares every group's attributes each scan.
+        # The value's type is part of it: 1, 1.0 and True are equal in Python but
+        # three different things on the wire (and to a job's constraint).
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (self.value, self.unit) == (other.value, other.unit)
+        value = self.value
+        return (
+            value == other.value
+            and value.__class__ is other.value.__class__
+            and self.unit == other.unit
+        )
 
     def __hash__(self) -> int:
         return hash((self.value, self.unit))

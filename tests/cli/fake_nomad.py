@@ -1,11 +1,15 @@
 """A stand-in for Nomad's HTTP API on loopback, for ``check --nomad`` tests.
 
-It serves ``/v1/nodes``, ``/v1/node/<id>`` and ``/v1/node/<id>/allocations``
-with bodies shaped like Nomad's ``api.NodeListStub``, ``api.Node`` and
-``api.Allocation`` (written for these tests from the API's structs, not
-recorded from a cluster), optionally over TLS with a required client
-certificate, and checks the ``X-Nomad-Token`` header. Every request is kept
-so tests can see what the client sent. Certificates are made on the spot.
+It serves ``/v1/nodes`` (stubs, or with ``resources=true`` their
+``NodeResources``), ``/v1/node/<id>``, ``/v1/node/<id>/allocations`` and
+``/v1/allocations`` with bodies shaped like Nomad's ``structs.NodeListStub``,
+``structs.Node``, ``structs.Allocation`` and ``structs.AllocListStub`` as its
+HTTP API writes them (written for these tests from the structs and the
+endpoints' code, not recorded from a cluster), paged with ``per_page`` and
+``next_token`` as Nomad's paginator pages them, optionally over TLS with a
+required client certificate, and checks the ``X-Nomad-Token`` header. Every
+request is kept so tests can see what the client sent. Certificates are made
+on the spot.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import socketserver
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -236,47 +241,164 @@ def allocation(
     }
 
 
+#: ``Allocation.ClientTerminalStatus`` statuses, for the filter the client sends.
+_TERMINAL = ("complete", "failed", "lost")
+_LIVE_FILTER = " and ".join(f'ClientStatus != "{s}"' for s in _TERMINAL)
+
+
+def _page(
+    items: list[tuple[str, bytes]], query: dict[str, list[str]], index: dict[str, int]
+) -> tuple[list[bytes], str]:
+    """Nomad's paginator: items sorted by token, ``per_page`` of them from ``next_token``
+    (``index``: token -> position)."""
+    per_page = int((query.get("per_page") or ["0"])[0] or 0)
+    token = (query.get("next_token") or [""])[0]
+    start = index.get(token, len(items)) if token else 0
+    end = len(items) if per_page <= 0 else min(len(items), start + per_page)
+    nxt = items[end][0] if end < len(items) else ""
+    return [body for _, body in items[start:end]], nxt
+
+
 @dataclass
 class FakeNomad:
+    """Nomad's HTTP API for check: the node list (with ``resources=true``, paged), one
+    node, a node's allocations, and the allocation list (``resources``, ``task_states``,
+    ``namespace``, the live-allocation ``filter``, paged).
+
+    ``delay`` is added to every answer (a network's round trip); ``override`` maps a path
+    to a raw answer body, for tests of what a broken or hostile server sends. Bodies
+    are serialised once, so a large fake cluster costs its server little."""
+
     nodes: list[dict[str, Any]]
     allocations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     token: str = ""
     certs: Certs | None = None
     seen: list[tuple[str, dict[str, list[str]], dict[str, str]]] = field(default_factory=list)
+    delay: float = 0.0
+    override: dict[str, bytes] = field(default_factory=dict)
+    #: A Content-Length to announce instead of the real one (-1: none at all).
+    declared: dict[str, int] = field(default_factory=dict)
+
+    def _prepare(self) -> None:
+        nodes = sorted(self.nodes, key=lambda n: n["ID"])
+        self._full = {n["ID"]: json.dumps(n).encode() for n in nodes}
+        self._stubs = [(n["ID"], json.dumps(stub(n)).encode()) for n in nodes]
+        self._rich = [
+            (
+                n["ID"],
+                json.dumps(
+                    {
+                        **stub(n),
+                        "NodeResources": n["NodeResources"],
+                        "ReservedResources": n.get("ReservedResources"),
+                    }
+                ).encode(),
+            )
+            for n in nodes
+        ]
+        allocs = [a for per_node in self.allocations.values() for a in per_node]
+        allocs.sort(key=lambda a: (a["CreateIndex"], a["ID"]))
+        self._allocs = [
+            (f"{a['CreateIndex']}.{a['ID']}", a.get("Namespace", "default"), a) for a in allocs
+        ]
+        self._alloc_bodies: dict[tuple[bool, bool], list[tuple[str, str, str, bytes]]] = {}
+        for resources in (False, True):
+            for states in (False, True):
+                self._alloc_bodies[(resources, states)] = [
+                    (
+                        key,
+                        ns,
+                        a["ClientStatus"],
+                        json.dumps(_alloc_stub(a, resources, states)).encode(),
+                    )
+                    for key, ns, a in self._allocs
+                ]
+        self._lists: dict[object, tuple[list[tuple[str, bytes]], dict[str, int]]] = {}
+        self._node_allocs = {
+            node_id: json.dumps(per_node).encode() for node_id, per_node in self.allocations.items()
+        }
 
     def start(self, unix_socket: Path | None = None) -> str:
         """Serve on loopback TCP (TLS when ``certs``), or on a unix socket."""
         fake = self
+        self._prepare()
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
             def log_message(self, *args: object) -> None:
                 pass
 
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
-                fake.seen.append((parts.path, parse_qs(parts.query), dict(self.headers)))
+                query = parse_qs(parts.query)
+                fake.seen.append((parts.path, query, dict(self.headers)))
+                if fake.delay:
+                    time.sleep(fake.delay)
                 if fake.token and self.headers.get("X-Nomad-Token") != fake.token:
-                    self.reply(403, "Permission denied")
+                    self.reply(403, b"Permission denied")
                     return
-                by_id = {n["ID"]: n for n in fake.nodes}
                 path = parts.path
-                if path == "/v1/nodes":
-                    self.reply(200, [stub(n) for n in fake.nodes])
+                if path in fake.declared:
+                    # A length that lies, or (-1) none: the body runs until the connection
+                    # closes, so only reading it tells its size.
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    if fake.declared[path] >= 0:
+                        self.send_header("Content-Length", str(fake.declared[path]))
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(fake.override.get(path, b"["))
+                    self.close_connection = True
+                elif path in fake.override:
+                    self.reply(200, fake.override[path])
+                elif path == "/v1/nodes":
+                    rich = (query.get("resources") or [""])[0] == "true"
+                    items = fake._rich if rich else fake._stubs
+                    self.reply_list(_page(items, query, fake._indexed(("nodes", rich), items)))
+                elif path == "/v1/allocations":
+                    self.allocations(query)
                 elif path.startswith("/v1/node/") and path.endswith("/allocations"):
                     node_id = path.removeprefix("/v1/node/").removesuffix("/allocations")
-                    self.reply(200, fake.allocations.get(node_id, []))
-                elif path.startswith("/v1/node/") and path.removeprefix("/v1/node/") in by_id:
-                    self.reply(200, by_id[path.removeprefix("/v1/node/")])
+                    self.reply(200, fake._node_allocs.get(node_id, b"[]"))
+                elif path.startswith("/v1/node/") and path.removeprefix("/v1/node/") in fake._full:
+                    self.reply(200, fake._full[path.removeprefix("/v1/node/")])
                 else:
-                    self.reply(404, "node not found")
+                    self.reply(404, b"node not found")
 
-            def reply(self, code: int, body: object) -> None:
-                data = (json.dumps(body) if not isinstance(body, str) else body).encode()
+            def allocations(self, query: dict[str, list[str]]) -> None:
+                resources = (query.get("resources") or [""])[0] == "true"
+                states = (query.get("task_states") or ["true"])[0] != "false"
+                namespace = (query.get("namespace") or ["default"])[0]
+                wanted = (query.get("filter") or [""])[0]
+                if wanted not in ("", _LIVE_FILTER):
+                    self.reply(400, b"this fake knows one filter expression")
+                    return
+                which = ("allocations", resources, states, namespace, wanted)
+                known = fake._lists.get(which)
+                items = (
+                    known[0]
+                    if known is not None
+                    else [
+                        (key, body)
+                        for key, ns, status, body in fake._alloc_bodies[(resources, states)]
+                        if namespace in ("*", ns) and not (wanted and status in _TERMINAL)
+                    ]
+                )
+                self.reply_list(_page(items, query, fake._indexed(which, items)))
+
+            def reply_list(self, paged: tuple[list[bytes], str]) -> None:
+                bodies, nxt = paged
+                self.reply(200, b"[" + b",".join(bodies) + b"]", nxt)
+
+            def reply(self, code: int, data: bytes, next_token: str = "") -> None:
                 self.send_response(code)
                 self.send_header(
                     "Content-Type", "application/json" if code == 200 else "text/plain"
                 )
                 self.send_header("Content-Length", str(len(data)))
+                if next_token:
+                    self.send_header("X-Nomad-NextToken", next_token)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -290,6 +412,7 @@ class FakeNomad:
             self.thread.start()
             return f"unix://{unix_socket}"
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
         scheme = "http"
         if self.certs is not None:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -302,7 +425,49 @@ class FakeNomad:
         self.thread.start()
         return f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
 
+    def _indexed(self, which: object, items: list[tuple[str, bytes]]) -> dict[str, int]:
+        known = self._lists.get(which)
+        if known is None:
+            known = self._lists[which] = (items, {key: i for i, (key, _) in enumerate(items)})
+        return known[1]
+
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(10)
+
+    def asked(self) -> list[str]:
+        """The paths asked for, in order."""
+        return [p for p, _, _ in self.seen]
+
+
+def _alloc_stub(alloc: dict[str, Any], resources: bool, states: bool) -> dict[str, Any]:
+    """``Allocation.Stub``: the list entry, with resources and task states as asked."""
+    keys = ("ID", "EvalID", "Name", "Namespace", "NodeID", "JobID", "TaskGroup")
+    out: dict[str, Any] = {k: alloc.get(k) for k in keys}
+    out.update(
+        NodeName="",
+        JobType="service",
+        JobVersion=0,
+        DesiredStatus=alloc.get("DesiredStatus"),
+        DesiredDescription="",
+        ClientStatus=alloc.get("ClientStatus"),
+        ClientDescription="",
+        DesiredTransition={},
+        TaskStates={"main": {"State": "running", "Failed": False, "Events": []}}
+        if states
+        else None,
+        DeploymentStatus=None,
+        FollowupEvalID="",
+        NextAllocation="",
+        RescheduleTracker=None,
+        PreemptedAllocations=None,
+        PreemptedByAllocation="",
+        CreateIndex=alloc["CreateIndex"],
+        ModifyIndex=alloc["ModifyIndex"],
+        CreateTime=0,
+        ModifyTime=0,
+    )
+    if resources:
+        out["AllocatedResources"] = alloc.get("AllocatedResources")
+    return out

@@ -290,13 +290,14 @@ def test_cluster_subtracts_what_allocations_hold(
     ) in out
     assert "node client-2 (9e4a1d66): not considered: not eligible for scheduling" in out
     assert "node client-3 (7c2b0a44): not considered: in datacenter 'eu1'" in out
-    # the token went in its header, region and namespace as query parameters
+    # the token went in its header, the region as a query parameter; the allocations of
+    # every namespace hold devices, whatever NOMAD_NAMESPACE says
     assert all(h.get("X-Nomad-Token") == "s3cr3t-token" for _, _, h in fake.seen)
-    assert all(
-        q.get("region") == ["global"] and q.get("namespace") == ["prod"] for _, q, _ in fake.seen
-    )
-    asked = {p for p, _, _ in fake.seen}
-    assert asked == {"/v1/nodes", "/v1/node/8d3f0c55-1111", "/v1/node/8d3f0c55-1111/allocations"}
+    assert all(q.get("region") == ["global"] for _, q, _ in fake.seen)
+    assert sorted(fake.asked()) == ["/v1/allocations", "/v1/nodes"]
+    (alloc_query,) = [q for p, q, _ in fake.seen if p == "/v1/allocations"]
+    assert alloc_query["namespace"] == ["*"]
+    assert alloc_query["resources"] == ["true"] and alloc_query["task_states"] == ["false"]
 
 
 def test_cluster_places_when_the_count_fits(
@@ -544,3 +545,140 @@ def test_go_plugin_source_too_few(tmp_path: Path, go_plugin_setup: tuple[str, Pa
         'beta taken by task "a" (device "interop/file"), gamma taken by task "a" '
         '(device "interop/file"); count = 1'
     )
+
+
+# ------------------------------------------------------ never overstated
+
+IDS_JOB = """\
+job "pair" {
+  datacenters = ["dc1"]
+  group "g" {
+    task "any" {
+      resources {
+        device "nvidia/gpu" {}
+      }
+    }
+    task "pinned" {
+      resources {
+        device "nvidia/gpu" {
+          constraint {
+            attribute = "${device.ids}"
+            operator  = "set_contains"
+            value     = "%s"
+          }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("pinned", ["GPU-aaa", "GPU-bbb"])
+def test_a_random_instance_choice_is_may_place(tmp_path: Path, pinned: str) -> None:
+    # Nomad takes the first task's GPU in Go map order: either one. Reported order
+    # said "does not place" (exit 1) for GPU-aaa and "places" (exit 0) for GPU-bbb.
+    nodes = write(tmp_path / "node.json", json.dumps(node("1111aaaa-2222", "gpu-1", [T4])))
+    job = write(tmp_path / "job.hcl", IDS_JOB % pinned)
+    result = run_cli("check", "--json", str(job), "--node", str(nodes))
+    assert result.returncode == 1, result.stderr
+    entry = json.loads(result.stdout)["TaskGroups"][0]["Nodes"][0]
+    assert entry["Outcome"] == "may"
+    assert sorted(o["Places"] for o in entry["Outcomes"]) == [False, True]
+
+
+def test_every_failing_request_in_one_run(tmp_path: Path) -> None:
+    nodes = write(tmp_path / "node.json", json.dumps(node("1111aaaa-2222", "gpu-1", [T4])))
+    job = write(
+        tmp_path / "job.hcl",
+        """\
+job "four" {
+  datacenters = ["dc1"]
+  group "g" {
+    task "a" {
+      resources {
+        device "nvidia/gpu/V100" {}
+        device "nvidia/gpu" {
+          constraint {
+            attribute = "${device.attr.memory}"
+            operator  = ">="
+            value     = "64 GiB"
+          }
+        }
+      }
+    }
+    task "b" {
+      resources {
+        device "amd/gpu" {}
+        device "nvidia/gpu" {
+          count = 3
+        }
+      }
+    }
+  }
+}
+""",
+    )
+    result = run_cli("check", str(job), "--node", str(nodes))
+    assert result.returncode == 1, result.stderr
+    out = result.stdout
+    assert 'task "a" device "nvidia/gpu/V100" (count 1) cannot be met:' in out
+    assert 'also, task "a" device "nvidia/gpu" (count 1, 1 constraint) cannot be met:' in out
+    assert 'also, task "b" device "amd/gpu" (count 1) cannot be met:' in out
+    assert 'also, task "b" device "nvidia/gpu" (count 3) cannot be met:' in out
+    data = json.loads(run_cli("check", "--json", str(job), "--node", str(nodes)).stdout)
+    (outcome,) = data["TaskGroups"][0]["Nodes"][0]["Outcomes"]
+    assert outcome["Failed"]["Device"] == "nvidia/gpu/V100"
+    assert [f["Device"] for f in outcome["AlsoFailed"]] == ["nvidia/gpu", "amd/gpu", "nvidia/gpu"]
+
+
+def test_the_documented_form_with_options_before_the_plugin(tmp_path: Path, agent: Path) -> None:
+    # docs/launcher.md: check JOB [-c agent.hcl | --config-json ...] PLUGIN [ARGS]
+    job = write(tmp_path / "job.hcl", JOB % {"count": 1})
+    result = run_cli("check", str(job), "-q", "-c", str(agent), EXAMPLE)
+    assert result.returncode == 0, result.stderr
+    assert "plugin example-fs-device: places" in result.stdout
+    typo = run_cli("check", str(job), "--nomd")
+    assert typo.returncode == 2 and "unrecognized arguments: --nomd" in typo.stderr
+
+
+def test_a_fingerprint_is_not_a_node(tmp_path: Path, agent: Path) -> None:
+    printed = run_cli("fingerprint", "-q", "--json", "-c", str(agent), EXAMPLE)
+    assert printed.returncode == 0, printed.stderr
+    nodes = write(tmp_path / "fp.json", printed.stdout)
+    job = write(tmp_path / "job.hcl", JOB % {"count": 1})
+    result = run_cli("check", str(job), "--node", str(nodes))
+    assert result.returncode == 2
+    assert "device group of a plugin's fingerprint (`fingerprint --json`), not a node" in (
+        result.stderr
+    )
+    assert "check JOB [-c agent.hcl] PLUGIN" in result.stderr
+
+
+def test_a_typo_in_an_attribute_gets_a_suggestion(tmp_path: Path) -> None:
+    nodes = write(tmp_path / "node.json", json.dumps(node("1111aaaa-2222", "gpu-1", [T4])))
+    job = write(
+        tmp_path / "job.hcl",
+        (GPU_JOB % {"count": 1, "memory": "1 GiB"}).replace(
+            "${device.attr.memory}", "${device.attr.memroy}"
+        ),
+    )
+    result = run_cli("check", str(job), "--node", str(nodes))
+    assert result.returncode == 1
+    assert 'memroy is not set (did you mean "memory"?)' in result.stdout
+
+
+def test_an_unknown_operator_lists_the_operators(tmp_path: Path) -> None:
+    nodes = write(tmp_path / "node.json", json.dumps(node("n", "n", [T4])))
+    job = write(
+        tmp_path / "job.hcl",
+        (GPU_JOB % {"count": 1, "memory": "1 GiB"}).replace(
+            'operator  = ">="', 'operator  = "greater"'
+        ),
+    )
+    result = run_cli("check", str(job), "--node", str(nodes))
+    assert result.returncode == 2
+    assert "unknown constraint type 'greater' (the operators on a device: =, ==, is, !=" in (
+        result.stderr
+    )
+    assert "set_contains_any, is_set, is_not_set)" in result.stderr

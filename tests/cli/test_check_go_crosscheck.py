@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from nomad_device.cli.check.attribute import Attribute
-from nomad_device.cli.check.gostrconv import parse_bool, parse_float, parse_int
-from nomad_device.cli.check.operators import compile_regexp
-from nomad_device.cli.check.version import parse_constraint, parse_version
+from nomad_device.placement.attribute import Attribute
+from nomad_device.placement.gostrconv import parse_bool, parse_float, parse_int
+from nomad_device.placement.operators import compile_regexp
+from nomad_device.placement.version import parse_constraint, parse_version
 
 pytestmark = pytest.mark.slow
 

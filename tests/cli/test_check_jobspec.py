@@ -15,8 +15,8 @@ import json
 
 import pytest
 
-from nomad_device.cli.check.jobspec import JobError, parse_job_text
-from nomad_device.cli.check.model import Affinity, Constraint, DeviceRequest
+from nomad_device.placement.jobspec import JobError, parse_job_text
+from nomad_device.placement.model import Affinity, Constraint, DeviceRequest
 
 
 def one_device(body: str) -> DeviceRequest:

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 from fake_nomad import allocation, device_group, node
 
-from nomad_device.cli.check import jsonpos
-from nomad_device.cli.check.attribute import Attribute
-from nomad_device.cli.check.nodes import (
+from nomad_device.model import Attribute as ModelAttribute
+from nomad_device.model import Device, DeviceGroup
+from nomad_device.placement import jsonpos
+from nomad_device.placement.attribute import Attribute
+from nomad_device.placement.nodes import (
     NodeError,
     allocation_from_json,
     load_nodes,
     node_from_groups,
 )
-from nomad_device.model import Attribute as ModelAttribute
-from nomad_device.model import Device, DeviceGroup
 
 GPU = device_group(
     "nvidia",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from nomad_device.cli.check.attribute import Attribute
-from nomad_device.cli.check.model import (
+from nomad_device.placement.attribute import Attribute
+from nomad_device.placement.model import (
     Affinity,
     Allocation,
     Constraint,
@@ -20,7 +20,7 @@ from nomad_device.cli.check.model import (
     Task,
     TaskGroup,
 )
-from nomad_device.cli.check.scheduler import check_node, feasibility
+from nomad_device.placement.scheduler import check_node, feasibility
 
 GIB = "GiB"
 
@@ -393,7 +393,7 @@ def test_a_group_without_devices_is_not_judged() -> None:
     ("count", "per_alloc", "fit"), [(3, 1, 2), (2, 2, 1), (4, 1, 2), (1, 3, 0)]
 )
 def test_group_count_capacity(count: int, per_alloc: int, fit: int) -> None:
-    from nomad_device.cli.check.placement import capacity
+    from nomad_device.placement.evaluate import capacity
 
     g = TaskGroup("g", (Task("t", (req("nvidia/gpu/T4", per_alloc),)),), count)
     assert capacity(g, node(t4())) == fit
@@ -401,13 +401,71 @@ def test_group_count_capacity(count: int, per_alloc: int, fit: int) -> None:
 
 def test_many_equal_choices_are_decided_without_listing_them_all() -> None:
     # 9 equal groups and 4 requests: 3024 orders, more than are listed.
-    from nomad_device.cli.check.scheduler import MAX_LEAVES, allocation_outcomes
+    from nomad_device.placement.scheduler import MAX_LEAVES
 
     devices = [NodeDevices("v", "gpu", f"m{i:02}", (Instance(f"d{i}"),)) for i in range(9)]
     g = group(*[(req("gpu"),) for _ in range(4)])
     v = check_node(g, node(*devices))
     assert v.truncated and len(v.leaves) == MAX_LEAVES
     assert v.outcome == "places"
-    assert allocation_outcomes(g, node(*devices)) == frozenset({True})
     g10 = group(*[(req("gpu"),) for _ in range(10)])
     assert check_node(g10, node(*devices)).outcome == "fails"
+
+
+# --- scheduler/feasible/device.go: createOffer takes the first ``count`` usable instances
+# of DeviceAccounterInstance.Instances, a Go map: any of them, in random order. Where a
+# later request filters on ${device.ids}, which ones were taken decides.
+AB = t4(Instance("a"), Instance("b"))
+WANTS_A = req("gpu", 1, (Constraint("${device.ids}", "a", "set_contains"),))
+WANTS_B = req("gpu", 1, (Constraint("${device.ids}", "b", "set_contains"),))
+
+
+@pytest.mark.parametrize("later", [WANTS_A, WANTS_B], ids=["wants-a", "wants-b"])
+def test_the_instance_an_earlier_request_takes_decides(later: DeviceRequest) -> None:
+    # Taking instances in reported order said "fails" for wants-a (the first task takes a)
+    # and "places" for wants-b; Nomad does either, depending on its map order.
+    v = check_node(group((req("gpu"),), (later,)), node(AB))
+    assert v.outcome == "may"
+    assert {leaf.ok for leaf in v.leaves} == {True, False}
+    wanted = later.constraints[0].rtarget
+    assert picks(v) == {(("T4", ("b" if wanted == "a" else "a",)), ("T4", (wanted,)))}
+    assert any("which instances Nomad takes" in n for n in v.notes)
+
+
+def test_interchangeable_instances_are_not_explored() -> None:
+    # Nothing later tells the T4s apart: one choice stands for all, in reported order.
+    many = t4(*(Instance(f"g{i}") for i in range(8)))
+    v = check_node(group((req("gpu", 3),), (req("gpu", 2),)), node(many))
+    assert v.outcome == "places"
+    assert picks(v) == {(("T4", ("g0", "g1", "g2")), ("T4", ("g3", "g4")))}
+
+
+def test_instance_classes_are_explored_once_each() -> None:
+    # Eight instances, one of which a later request needs: of the 56 ways to take three,
+    # two matter (with g5 or without), each explored once.
+    many = t4(*(Instance(f"g{i}") for i in range(8)))
+    later = req("gpu", 1, (Constraint("${device.ids}", "g5", "set_contains"),))
+    v = check_node(group((req("gpu", 3),), (later,)), node(many))
+    assert v.outcome == "may"
+    assert [(leaf.picks[0].ids, leaf.ok) for leaf in v.leaves] == [
+        (("g0", "g1", "g2"), True),
+        (("g0", "g1", "g5"), False),
+    ]
+    # taking all eight but g5 is the only way left when seven are asked for
+    assert check_node(group((req("gpu", 8),), (later,)), node(many)).outcome == "fails"
+
+
+# --- every request that fails is reported, not only the first Nomad stops at.
+def test_every_failing_request_is_reported() -> None:
+    bad_attr = req("gpu", 1, (Constraint("${device.attr.memroy}", "1 GiB", ">="),))
+    bad_name = req("nvidia/gpu/H100")
+    too_many = req("nvidia/gpu/T4", 5)
+    fine = req("nvidia/gpu/T4")
+    v = check_node(group((bad_attr, fine), (bad_name,), (too_many,)), node(t4()))
+    assert v.outcome == "fails"
+    (leaf,) = v.leaves
+    assert [f.request for f in leaf.failures] == [bad_attr, bad_name, too_many]
+    assert leaf.error == "no devices match request"  # what Nomad says: the first
+    # the later ones are judged after the requests that could be met took theirs
+    (t4_eval,) = [e for e in leaf.failures[2].evals if e.name_ok]
+    assert t4_eval.reason().startswith("1 of 2 healthy instances free: T4-0 taken by task")

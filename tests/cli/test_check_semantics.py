@@ -10,11 +10,11 @@ import math
 
 import pytest
 
-from nomad_device.cli.check.attribute import Attribute, NaNComparison, parse_attribute
-from nomad_device.cli.check.gostrconv import parse_bool, parse_float, parse_int
-from nomad_device.cli.check.model import Instance, NodeDevices
-from nomad_device.cli.check.operators import evaluate, resolve
-from nomad_device.cli.check.version import parse_constraint, parse_version
+from nomad_device.placement.attribute import Attribute, NaNComparison, parse_attribute
+from nomad_device.placement.gostrconv import parse_bool, parse_float, parse_int
+from nomad_device.placement.model import Instance, NodeDevices
+from nomad_device.placement.operators import evaluate, resolve
+from nomad_device.placement.version import parse_constraint, parse_version
 
 
 def Int(v: int, u: str = "") -> Attribute:
@@ -326,3 +326,14 @@ def test_version_constraint_forms() -> None:
     assert parse_constraint(">= 1.0beta", semver=True) is None
     assert parse_constraint("", semver=False) is None
     assert parse_constraint(">=1.0,<2", semver=False) is not None
+
+
+def test_a_missing_attribute_suggests_one_the_group_has() -> None:
+    dev = NodeDevices("v", "t", "n", (Instance("i"),), {"subsystem": S("usb"), "vendor_id": S("x")})
+    ok, why = evaluate("=", resolve("${device.attr.subsytem}", dev), resolve("usb", dev))
+    assert not ok and why == 'subsytem is not set (did you mean "subsystem"?)'
+    ok, why = evaluate("is_set", resolve("${device.attr.speed}", dev), resolve("", dev))
+    assert why == "speed is not set (the group has subsystem, vendor_id)"
+    bare = NodeDevices("v", "t", "n", (Instance("i"),))
+    _, why = evaluate("=", resolve("${device.attr.x}", bare), resolve("1", bare))
+    assert why == "x is not set (the group has no attributes)"

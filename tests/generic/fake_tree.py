@@ -24,13 +24,13 @@ USB_MAJOR = 189
 TTY_USB_MAJOR = 188
 
 
-def require_root() -> None:
+def require_root(why: str = "the fake /dev tree is made of real device nodes (mknod)") -> None:
     """Skip without root outside CI; in CI (``CI=true``, run as root) fail instead."""
     if os.geteuid() == 0:
         return
     if os.environ.get("CI") == "true":
-        pytest.fail("CI must run as root: these tests make device nodes with mknod")
-    pytest.skip("needs root: the fake /dev tree is made of real device nodes (mknod)")
+        pytest.fail(f"CI must run as root: {why}")
+    pytest.skip(f"needs root: {why}")
 
 
 @dataclass
@@ -40,6 +40,19 @@ class UsbHandle:
     nodes: list[Path] = field(default_factory=list)  # under the fake /dev
     dev_links: list[Path] = field(default_factory=list)  # /sys/dev/char links
     links: list[Path] = field(default_factory=list)  # by-id symlinks
+
+
+def mkdirs(path: Path) -> Path:
+    """``mkdir -p`` with mode 0755 whatever the umask: the plugin offers nothing from a
+    directory that anyone but root may write (see plugins/generic/trust.py)."""
+    missing, parent = [], path
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for directory in reversed(missing):
+        directory.mkdir()
+        directory.chmod(0o755)
+    return path
 
 
 class FakeTree:
@@ -54,7 +67,7 @@ class FakeTree:
             self.sys / "bus" / "usb" / "devices",
             self.sys / "class",
         ):
-            path.mkdir(parents=True, exist_ok=True)
+            mkdirs(path)
         self._next_devnum: dict[int, int] = {}
 
     @property
@@ -86,7 +99,7 @@ class FakeTree:
 
     def node(self, name: str, kind: str, major: int, minor: int, mode: int = 0o660) -> Path:
         path = self.dev / name
-        path.parent.mkdir(parents=True, exist_ok=True)
+        mkdirs(path.parent)
         if path.exists() or path.is_symlink():
             path.unlink()
         fmt = stat.S_IFCHR if kind == "char" else stat.S_IFBLK
@@ -112,7 +125,7 @@ class FakeTree:
     def link(self, name: str, target: str) -> Path:
         """A udev-style symlink such as serial/by-id/usb-...-if00-port0 -> ../../ttyUSB0."""
         path = self.dev / name
-        path.parent.mkdir(parents=True, exist_ok=True)
+        mkdirs(path.parent)
         if path.is_symlink() or path.exists():
             path.unlink()
         path.symlink_to(target)

@@ -6,6 +6,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from conftest import Launched, Launcher
 
@@ -20,10 +21,21 @@ COMMAND = [sys.executable, "-m", "nomad_device.plugins.generic"]
 Groups = list[DeviceGroup]
 
 
-def start(launch: Launcher, config: GenericConfig, env: dict[str, str] | None = None) -> Launched:
-    launched = launch(COMMAND, env={**os.environ, **(env or {})})
+def start(
+    launch: Launcher, config: GenericConfig, env: dict[str, str] | None = None, **options: Any
+) -> Launched:
+    launched = launch(COMMAND, env={**os.environ, **(env or {})}, **options)
     launched.client.set_config(encode_config(config))
     return launched
+
+
+def first_groups(
+    launch: Launcher, config: GenericConfig, env: dict[str, str] | None = None
+) -> tuple[Launched, Groups]:
+    """Start the plugin, configure it, and read the first Fingerprint message."""
+    launched = start(launch, config, env)
+    with launched.client.fingerprint() as stream:
+        return launched, stream.next(15)
 
 
 def by_key(groups: Sequence[DeviceGroup]) -> dict[str, DeviceGroup]:

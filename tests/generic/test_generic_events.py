@@ -112,7 +112,7 @@ def test_a_real_kernel_uevent_triggers_a_rescan(launch: Launcher, tree: FakeTree
 
 def test_the_directories_watched_follow_the_patterns() -> None:
     from nomad_device.plugins.generic.config import settings_from
-    from nomad_device.plugins.generic.events import watch_dirs
+    from nomad_device.plugins.generic.events import Tree, watch_dirs
     from nomad_device.plugins.generic.roots import Roots
 
     kinds = settings_from(
@@ -120,15 +120,19 @@ def test_the_directories_watched_follow_the_patterns() -> None:
             device={
                 "kvm": DeviceBlock(paths=["/dev/kvm", "/dev/net/tun"]),
                 "byid": DeviceBlock(paths=["/dev/serial/by-id/*"]),
-                "raw": DeviceBlock(paths=["/dev/bus/usb/*/*"]),
+                "raw": DeviceBlock(paths=["/dev/bus/usb/*/*"], max_watches=9),
                 "stick": DeviceBlock(usb=[UsbBlock(vendor_id="10c4")]),
                 "pcsc": DeviceBlock(paths=["/run/pcscd/pcscd.comm"]),
             }
         )
     ).kinds
-    flat, recursive = watch_dirs(kinds, Roots("/r/dev", "/r/sys"))
+    flat, trees = watch_dirs(kinds, Roots("/r/dev", "/r/sys"))
     assert sorted(flat) == ["/r/dev", "/r/dev/net", "/r/dev/serial/by-id", "/run/pcscd"]
-    assert recursive == ["/r/dev/bus/usb"]
+    # Each block's trees are its own, with its own cap.
+    assert trees == [
+        Tree("raw", ("/r/dev/bus/usb",), ("/dev/bus/usb/*/*",), 9),
+        Tree("stick", ("/r/dev/bus/usb",), ("/dev/bus/usb/*/*",), 256),
+    ]
 
 
 def test_without_event_sources_the_period_still_finds_changes(

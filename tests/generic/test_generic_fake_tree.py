@@ -8,6 +8,7 @@ bus and no udevd.
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -252,7 +253,8 @@ def test_node_checks(launch: Launcher, tree: FakeTree) -> None:
     )
     reservation = launched.client.reserve(["good0", "notes0"])
     assert reservation.devices == (DeviceSpec("/dev/good0", str(tree.dev / "good0"), "rw"),)
-    assert reservation.mounts == (Mount("/dev/notes0", str(tree.dev / "notes0"), False),)
+    # Read-only: no "w" asked for (the default "rw" is for device nodes only).
+    assert reservation.mounts == (Mount("/dev/notes0", str(tree.dev / "notes0"), True),)
 
 
 def test_block_devices_carry_their_size(launch: Launcher, tree: FakeTree) -> None:
@@ -528,3 +530,34 @@ def test_ids_survive_a_plugin_restart(launch: Launcher, tree: FakeTree) -> None:
             "generic/usb/usb": ["1a86:7523@1-1.2", "10c4:ea60:0001"],  # natural order
         }
     )
+
+
+@pytest.mark.parametrize("bus", [True, False], ids=["bus", "no-bus"])
+def test_a_usb_block_that_matches_nothing_says_so_once(
+    launch: Launcher, tree: FakeTree, bus: bool
+) -> None:
+    """The fake sysfs stands for a host with a USB bus and none of the device (or, with
+    /sys/bus/usb removed, a host without USB at all, as this machine is)."""
+    if bus:
+        tree.usb("1-1", 0x1A86, 0x7523, tty=("ttyUSB0", 0))  # not the one asked for
+    else:
+        shutil.rmtree(tree.sys / "bus" / "usb")
+    launched = start(
+        launch,
+        config(
+            zigbee=DeviceBlock(usb=[UsbBlock(vendor_id="10c4")]),
+            marker=DeviceBlock(paths=["/dev/mark*"]),
+        ),
+        tree.env,
+    )
+    with launched.client.fingerprint() as stream:
+        assert not devices(stream.next(15), "generic/zigbee/zigbee")
+        for i in range(3):  # scans after the first one
+            tree.char(f"mark{i}", 240, i)
+            wait_for(stream, lambda g, n=i: f"mark{n}" in devices(g, "generic/marker/marker"))
+    expected = (
+        "no USB device matches (yet); its devices appear when one is plugged in"
+        if bus
+        else f"no USB device matches: this host has no USB bus ({tree.sys}/bus/usb does not exist)"
+    )
+    assert logged(launched, expected) == [f"{expected} device=zigbee"]

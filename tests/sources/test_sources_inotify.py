@@ -11,6 +11,7 @@ import asyncio
 import errno
 import os
 import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -528,3 +529,114 @@ def test_bad_arguments(tmp_path: Path) -> None:
         inotify()
     with pytest.raises(ValueError, match="negative"):
         inotify(tmp_path, settle=-1)
+
+
+# ------------------------------------------------------------------ failed construction
+
+
+def _fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+class _FailsAfterInit(ino.Syscalls):
+    """Real inotify_init1, then an add_watch that fails with something unexpected."""
+
+    def add_watch(self, fd: int, path: str, mask: int) -> int:
+        raise RuntimeError("injected after inotify_init1")
+
+
+def test_a_constructor_that_raises_after_init_leaves_no_descriptor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = _fds()
+    for _ in range(50):  # a NUL in a path is refused before any descriptor exists
+        with pytest.raises(ValueError, match="NUL"):
+            inotify(tmp_path, f"{tmp_path}/a\0b")
+    monkeypatch.setattr(ino, "SYSCALLS", _FailsAfterInit())
+    for _ in range(50):
+        with pytest.raises(RuntimeError, match="injected"):
+            inotify(tmp_path)
+    assert _fds() <= before
+
+
+# ------------------------------------------------------------------ trees others can grow
+
+
+def _watched_dirs(source: Inotify) -> set[str]:
+    return {path for roles in source._watches.values() for path in roles.values()}
+
+
+def test_max_watches_caps_a_recursive_tree(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for i in range(40):
+        (tmp_path / f"d{i:02}" / "inner").mkdir(parents=True)
+    with inotify(tmp_path, recursive=True, max_watches=10) as source:
+        assert len(source._watches) == 10  # the root and nine subdirectories
+        [warning] = warnings(caplog)
+        assert warning.startswith(f"inotify watch cap reached (max_watches = 10) under {tmp_path}")
+        assert warning.endswith("changes there are seen at the poll period only")
+        # The cap's batch says: rescan, some changes go unseen.
+        assert next_within(source).overflow
+        # New directories beyond the cap are not watched either, and not logged again.
+        (tmp_path / "late").mkdir()
+        batches = until(source, str(tmp_path / "late"), "IN_CREATE")
+        assert batches[-1].overflow
+        assert len(source._watches) == 10
+    assert len(warnings(caplog)) == 1
+
+
+def test_descend_skips_directories_and_everything_below(tmp_path: Path) -> None:
+    for name in ("by-id/deep", "shm/a/b", "by-path"):
+        (tmp_path / name).mkdir(parents=True)
+
+    def wanted(path: str) -> bool:
+        return os.path.relpath(path, tmp_path).split(os.sep)[0] in ("by-id", "new")
+
+    with inotify(tmp_path, recursive=True, descend=wanted) as source:
+        assert _watched_dirs(source) == {str(tmp_path), str(tmp_path / "by-id"),
+                                         str(tmp_path / "by-id" / "deep")}  # fmt: skip
+        (tmp_path / "shm" / "a" / "unseen").touch()
+        (tmp_path / "new" / "x").mkdir(parents=True)
+        until(source, str(tmp_path / "new"), "IN_CREATE")
+        assert str(tmp_path / "new" / "x") in _watched_dirs(source)
+        (tmp_path / "marker").touch()
+        batches = until(source, str(tmp_path / "marker"), "IN_CREATE")
+    assert not any("unseen" in e.path for b in batches for e in b.events)
+
+
+@pytest.fixture
+def mounted(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs mounted inside ``tmp_path`` (root; in CI it must work)."""
+    target = tmp_path / "mnt"
+    target.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "nd18-test", str(target)], capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        reason = f"cannot mount a tmpfs here: {result.stderr.strip()}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", "-l", str(target)], check=False)
+
+
+def test_one_filesystem_stays_off_other_mounts(tmp_path: Path, mounted: Path) -> None:
+    (mounted / "inside" / "deeper").mkdir(parents=True)
+    (tmp_path / "plain").mkdir()
+    with inotify(tmp_path, recursive=True) as crossing:
+        assert str(mounted / "inside") in _watched_dirs(crossing)
+    with inotify(tmp_path, recursive=True, one_filesystem=True) as source:
+        assert _watched_dirs(source) == {str(tmp_path), str(tmp_path / "plain")}
+        (mounted / "inside" / "unseen").touch()
+        (tmp_path / "plain" / "seen").touch()
+        batches = until(source, str(tmp_path / "plain" / "seen"), "IN_CREATE")
+    assert not any("unseen" in e.path for b in batches for e in b.events)
+
+
+def test_bad_watch_arguments(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_watches must be at least 1"):
+        inotify(tmp_path, max_watches=0)

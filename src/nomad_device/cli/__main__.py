@@ -19,8 +19,8 @@ from nomad_device.cli.console import Console
 from nomad_device.cli.parsing import parse_count as _count
 from nomad_device.cli.parsing import parse_interval
 from nomad_device.cli.parsing import parse_interval as _seconds
+from nomad_device.cli.process import Interrupted, SignalGuard, resolve_command
 from nomad_device.cli.render import Style, color_wanted
-from nomad_device.cli.session import Interrupted, SignalGuard, resolve_command
 
 __all__ = ["build_parser", "main", "parse_interval"]
 
@@ -253,9 +253,15 @@ def main(
         parser.print_help(err)
         return 2
     try:
-        ns = parser.parse_args(routed)
+        ns, extra = parser.parse_known_args(routed)
+        if extra and (ns.command != "check" or extra[0].startswith("-")):
+            # check's plugin may follow its options (check JOB -c agent.hcl PLUGIN ARGS);
+            # anything else left over is what argparse would have refused.
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else 2
+    if extra:
+        ns.args = [*ns.args, *extra]
 
     from nomad_device.cli.commands import App, Failure, Options
 
@@ -312,6 +318,7 @@ def main(
         nomad=getattr(ns, "nomad", False),
         variables=getattr(ns, "var", None) or [],
         var_files=getattr(ns, "var_file", None) or [],
+        enterprise=getattr(ns, "enterprise", False),
     )
     console = Console(
         out, err, Style(color_wanted(out, opts.color)), Style(color_wanted(err, opts.color))

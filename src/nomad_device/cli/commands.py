@@ -79,6 +79,7 @@ class Options:
     nomad: bool = False
     variables: list[str] = field(default_factory=list)
     var_files: list[str] = field(default_factory=list)
+    enterprise: bool = False
 
 
 @dataclass

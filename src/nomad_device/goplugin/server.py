@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 __all__ = ["ENV_NETWORK", "SERVER_OPTIONS", "Registrar", "ServeConfig", "build_server", "serve"]
 
 #: Our own switch (not go-plugin's): ``tcp`` makes the plugin listen on
-#: 127.0.0.1 within PLUGIN_MIN_PORT..PLUGIN_MAX_PORT instead of a unix socket.
+#: 127.0.0.1 within PLUGIN_MIN_PORT..PLUGIN_MAX_PORT instead of a unix socket,
+#: and only with AutoMTLS (go-plugin's Go servers never listen on TCP on Linux).
 ENV_NETWORK: Final = "GOPLUGIN_PY_NETWORK"
 
 #: How long in-flight calls get to finish once a stop is requested. Long-lived
@@ -212,6 +213,13 @@ async def _listen(
         network = network or os.environ.get(ENV_NETWORK) or "unix"
         if network not in ("unix", "tcp"):
             raise ValueError(f"{ENV_NETWORK} must be 'unix' or 'tcp', not {network!r}")
+        if network == "tcp" and tls is None:
+            # Any local user can connect to 127.0.0.1, and plugins run as root.
+            raise ValueError(
+                f"{ENV_NETWORK}=tcp needs AutoMTLS (the host sets {hs.ENV_CLIENT_CERT}):"
+                " without it any local user could connect to the plugin and configure it;"
+                " use the default unix socket"
+            )
         if tls is not None:
             # gRPC serves plaintext where only this process can reach it; the
             # terminator takes the public address below.
@@ -262,37 +270,63 @@ def _port_env(name: str) -> int:
 
 
 async def _listen_unix(server: grpc.aio.Server, tls: TLSTerminator | None) -> _Listener:
+    """A unix socket that only this process's user (and the host's group) can reach.
+
+    Nothing here follows a link another user could plant: the directory is
+    opened once (``O_NOFOLLOW``), the socket is bound through that descriptor
+    (``/proc/self/fd/N/name``) with its final mode already set by the umask,
+    and the group is changed relative to the descriptor without following
+    the name. A directory that a local user can write (a shared
+    ``PLUGIN_UNIX_SOCKET_DIR``) can then only be used to make the bind fail.
+    """
     group = os.environ.get(hs.ENV_UNIX_SOCKET_GROUP, "")
     gid = _group_id(group) if group else None  # refuse a bad group before creating anything
     shared_dir = os.environ.get(hs.ENV_UNIX_SOCKET_DIR, "")
     own_dir = None if shared_dir else _private_dir("plugin")
     sock_dir = shared_dir or own_dir
     assert sock_dir is not None
-    path = os.path.join(sock_dir, f"plugin{os.urandom(6).hex()}.sock")
+    name = f"plugin{os.urandom(6).hex()}.sock"
+    path = os.path.join(sock_dir, name)
+    dir_fd: int | None = None
 
     def cleanup() -> None:
         if tls is not None:
             tls.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        if dir_fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=dir_fd)
+            with contextlib.suppress(OSError):
+                os.close(dir_fd)
         if own_dir is not None:
             with contextlib.suppress(OSError):
                 os.rmdir(own_dir)
 
     try:
-        # Nobody else may connect in the instant between bind and chmod.
-        old_umask = os.umask(0o177)
+        dir_fd = os.open(sock_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if own_dir is not None:
+            st = os.fstat(dir_fd)
+            if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+                raise PermissionError(f"socket directory {own_dir} was replaced after it was made")
+            if gid is not None:
+                # The group must be able to reach the socket through our private directory.
+                os.fchown(dir_fd, -1, gid)
+                os.fchmod(dir_fd, 0o710)
+        # Where /proc is mounted (every Nomad client), bind through the descriptor.
+        fd_dir = f"/proc/self/fd/{dir_fd}"
+        through_fd = f"{fd_dir}/{name}" if os.path.isdir(fd_dir) else path
+        # The socket is born with its final mode: nobody else may connect in
+        # between, and no chmod by name follows.
+        old_umask = os.umask(0o117 if gid is not None else 0o177)
         try:
             if tls is None:
-                _add_port(server, f"unix:{path}")
+                _add_port(server, f"unix:{through_fd}")
                 await server.start()
             else:
-                await tls.listen_unix(path)
+                await tls.listen_unix(through_fd)
         finally:
             os.umask(old_umask)
         if gid is not None:
-            os.chown(path, -1, gid)
-            os.chmod(path, 0o660)
+            os.chown(name, -1, gid, dir_fd=dir_fd, follow_symlinks=False)
     except BaseException:
         cleanup()
         raise

@@ -12,11 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Sequence
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from nomad_device.model import DeviceGroup, DeviceGroupStats, PluginInfo, Reservation
-from nomad_device.plugin.calls import AuthorCalls, calls_of, describe, slow_after, tunable
+from nomad_device.plugin.calls import (
+    AUTHOR_POOL,
+    AuthorCalls,
+    calls_of,
+    describe,
+    slow_after,
+    tunable,
+)
+from nomad_device.plugin.lifetime import Lifetime, Scheduled, lifetime_of
 
 if TYPE_CHECKING:
     from nomad_device.plugin.engine import FingerprintEngine
@@ -25,6 +34,16 @@ if TYPE_CHECKING:
 __all__ = ["DevicePlugin"]
 
 ConfigT = TypeVar("ConfigT")
+T = TypeVar("T")
+
+
+def _launch_dir() -> str:
+    from nomad_device.golang import getwd
+
+    try:
+        return getwd()
+    except OSError:
+        return ""
 
 
 class DevicePlugin(Generic[ConfigT]):
@@ -56,6 +75,9 @@ class DevicePlugin(Generic[ConfigT]):
     #: seconds (or three periods for ``detect`` and ``stats``, up to a minute)
     #: is logged as a warning, and again when it returns.
     slow_call_seconds: float = 10.0
+    #: Worker threads of the plugin's own pools for :meth:`run_blocking`, by
+    #: pool name (``{"probe": 4}``); a pool not named here gets 2.
+    worker_pools: ClassVar[Mapping[str, int]] = {}
 
     def __init__(self) -> None:
         self.config: ConfigT = cast(ConfigT, None)
@@ -63,6 +85,13 @@ class DevicePlugin(Generic[ConfigT]):
         self.log = logging.getLogger(self.name or type(self).__name__)
         self._engine: FingerprintEngine | None = None
         self._calls: AuthorCalls | None = None
+        self._lifetime: Lifetime = Lifetime(self)
+        #: The working directory the host started the plugin in (as Go's
+        #: ``os.Getwd`` reports it; empty if it was gone). :func:`serve` then
+        #: moves the process to ``/``, so that nothing is ever loaded or
+        #: created relative to wherever the agent was started: resolve relative
+        #: paths from the config against this.
+        self.launch_dir: str = _launch_dir()
 
     # -- base plugin ----------------------------------------------------------
 
@@ -134,14 +163,71 @@ class DevicePlugin(Generic[ConfigT]):
 
     watch.nothing_to_watch = True  # type: ignore[attr-defined]
 
-    def rescan(self) -> None:
-        """Ask for a ``detect`` soon instead of at the next period.
+    def rescan(self, delay: float = 0.0) -> None:
+        """Ask for a ``detect`` soon (``delay`` 0) or about ``delay`` seconds from now.
 
-        Safe and cheap from any thread: calls made while a ``detect`` runs or
-        settles (:attr:`rescan_settle`) are coalesced into one more ``detect``.
+        Safe and cheap from any thread. Immediate requests made while a
+        ``detect`` runs or settles (:attr:`rescan_settle`) are coalesced into
+        one more ``detect``. Timed ones are kept until their time comes
+        (several at once, the earliest first; requests within a millisecond
+        of each other are one), also while no stream is open; each ``detect``
+        that starts satisfies those already due. The regular
+        :attr:`fingerprint_period` runs on regardless: this is how a plugin
+        says "look again in 5 s" (a quiet period ending, a grace period
+        running out) without touching the period.
         """
         if self._engine is not None:
-            self._engine.wake()
+            self._engine.wake(delay)
+
+    def resolve_path(self, path: str) -> str:
+        """A path from the config as the operator meant it: a relative one from :attr:`launch_dir`.
+
+        :func:`serve` moves the process to ``/``, so ``open("cards.json")``
+        would look there; an operator (or a test) who wrote a relative path
+        meant the directory the plugin was started in, as with a Go plugin.
+        """
+        if path.startswith("/") or not self.launch_dir:
+            return path
+        return os.path.join(self.launch_dir, path)
+
+    # -- work off the loop, timers, clean-up -------------------------------------------
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any, pool: str = "work") -> T:
+        """Run the sync ``fn(*args)`` on the plugin's own worker pool ``pool``.
+
+        Pools are bounded (:attr:`worker_pools`, 2 threads unless sized there)
+        and separate from the threads that run ``detect``, ``stats`` and
+        ``reserve``, so a probe or a hardware call that hangs holds only its
+        own pool. Never asyncio's default executor, which the process shares.
+        Cancelling the caller abandons the wait; the thread finishes its call
+        (Python cannot stop it). After the plugin closed it raises
+        ``RuntimeError``.
+        """
+        if not isinstance(pool, str) or not pool:
+            raise ValueError(f"pool must be a non-empty name, not {pool!r}")
+        return await calls_of(self).call(AUTHOR_POOL + pool, fn, *args, what=f"{pool} work")
+
+    def call_later(self, delay: float, fn: Callable[[], object]) -> Scheduled:
+        """Call ``fn`` in about ``delay`` seconds; the handle's ``cancel()`` stops it.
+
+        A coroutine function runs as a task on the plugin's loop, a plain one
+        on the ``work`` pool (see :meth:`run_blocking`); an exception is
+        logged. Safe from any thread, also before the plugin is served.
+        Pending calls are cancelled when the plugin closes. For "detect again
+        at that time", :meth:`rescan` with a delay says it directly.
+        """
+        return lifetime_of(self).call_later(delay, fn)
+
+    def on_close(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` (sync or async) when the plugin stops, after :meth:`close`.
+
+        Clean-up runs last registered first, within a short time box
+        (``CLEANUP_TIMEOUT``, 0.3 s in all), also when ``close()`` itself
+        overran its own. Whatever a plugin starts (child processes, threads,
+        handles on hardware) it stops here or in ``close()``: the process
+        leaves with ``os._exit``, and children outlive it otherwise.
+        """
+        lifetime_of(self).on_close(fn)
 
     # -- raw streams (override for full control) --------------------------------
 

@@ -19,6 +19,8 @@ stats      1       likewise
 reserve    8       Nomad may reserve for several allocations at once; a hung
                    ``reserve()`` holds one of these, never a detect thread
 other      2       ``configure()``, ``close()`` and anything else
+pool:NAME  2       an author's own work (:meth:`DevicePlugin.run_blocking`),
+                   sized by the plugin's ``worker_pools``
 ========== ======= ===========================================================
 
 Workers are daemon threads started on demand: a call stuck forever costs one
@@ -37,13 +39,14 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 if TYPE_CHECKING:
     import queue
 
 __all__ = [
+    "AUTHOR_POOL",
     "POOL_SIZES",
     "AuthorCalls",
     "call_author",
@@ -189,19 +192,50 @@ class _Serial:
             await asyncio.wait([waiter])
 
 
-class AuthorCalls:
-    """The worker threads and the one-at-a-time rule for one plugin instance."""
+#: Prefix of the kinds that name an author's own pool (``run_blocking(pool=...)``).
+AUTHOR_POOL: Final = "pool:"
+#: Threads of an author's pool that ``worker_pools`` does not size.
+DEFAULT_POOL_SIZE: Final = 2
 
-    def __init__(self) -> None:
+
+class AuthorCalls:
+    """The worker threads and the one-at-a-time rule for one plugin instance.
+
+    ``sizes`` gives the threads of the author's own pools, by pool name.
+    """
+
+    def __init__(self, sizes: Mapping[str, int] | None = None) -> None:
         self._pools: dict[str, _Pool] = {}
         self._serial = {kind: _Serial() for kind in SERIAL_KINDS}
         self._lock = threading.Lock()
+        self._sizes = dict(sizes or {})
+        self._closed = False
+
+    def _size(self, kind: str) -> int:
+        if kind.startswith(AUTHOR_POOL):
+            size = self._sizes.get(kind[len(AUTHOR_POOL) :], DEFAULT_POOL_SIZE)
+            if isinstance(size, int) and not isinstance(size, bool) and size >= 1:
+                return size
+            log.error(
+                "worker_pools[%r] = %r is not a positive number of threads; using %d",
+                kind[len(AUTHOR_POOL) :],
+                size,
+                DEFAULT_POOL_SIZE,
+            )
+            return DEFAULT_POOL_SIZE
+        return POOL_SIZES.get(kind, 2)
 
     def _pool(self, kind: str) -> _Pool:
         with self._lock:
+            if self._closed and kind.startswith(AUTHOR_POOL):
+                raise RuntimeError(
+                    f"the plugin is closed: nothing more runs on its {kind[len(AUTHOR_POOL) :]!r}"
+                    " pool"
+                )
             pool = self._pools.get(kind)
             if pool is None:
-                pool = self._pools[kind] = _Pool(f"author-{kind}", POOL_SIZES.get(kind, 2))
+                name = kind.replace(":", "-") if kind.startswith(AUTHOR_POOL) else kind
+                pool = self._pools[kind] = _Pool(f"author-{name}", self._size(kind))
             return pool
 
     async def call(
@@ -236,6 +270,14 @@ class AuthorCalls:
         if inspect.isawaitable(result):
             return cast(T, await result)
         return result
+
+    def close_author_pools(self) -> None:
+        """Refuse new work on the author's own pools (the plugin is closing)."""
+        with self._lock:
+            self._closed = True
+            pools = [p for kind, p in self._pools.items() if kind.startswith(AUTHOR_POOL)]
+        for pool in pools:
+            pool.shutdown()
 
     def shutdown(self) -> None:
         """Release idle worker threads (for hosts that outlive the plugin, like tests)."""
@@ -285,7 +327,8 @@ def calls_of(owner: object) -> AuthorCalls:
     """The :class:`AuthorCalls` kept on ``owner`` (a plugin), made on first use."""
     calls: AuthorCalls | None = getattr(owner, "_calls", None)
     if calls is None:
-        calls = AuthorCalls()
+        sizes = getattr(owner, "worker_pools", None)
+        calls = AuthorCalls(sizes if isinstance(sizes, Mapping) else None)
         owner._calls = calls  # type: ignore[attr-defined]
     return calls
 

@@ -11,29 +11,34 @@ its devices are reported unhealthy, with the error as the reason, until it
 succeeds again.
 
 Wake-ups (``rescan()``, from any thread) are coalesced: however many arrive
-while a ``detect()`` runs or settles, they cause one more ``detect()``.
+while a ``detect()`` runs or settles, they cause one more ``detect()``. Timed
+ones (``rescan(5.0)``) wait in :class:`Deadlines` until they are due.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import concurrent.futures
 import contextlib
 import dataclasses
 import inspect
 import logging
+import math
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from nomad_device.model import DeviceGroup, DeviceGroupStats
+from nomad_device.plugin.backoff import BACKOFF_START, Backoff, backoff_delay
 from nomad_device.plugin.calls import calls_of, describe, slow_after, tunable
 
 if TYPE_CHECKING:
     from nomad_device.plugin.base import DevicePlugin
 
 __all__ = [
+    "Deadlines",
     "FingerprintEngine",
     "ProblemLog",
     "backoff_delay",
@@ -45,17 +50,62 @@ __all__ = [
 
 log = logging.getLogger("nomad_device.engine")
 
-BACKOFF_START: Final = 1.0
-BACKOFF_MAX: Final = 60.0
 #: Longest health description built from a ``detect()`` error.
 MAX_REASON: Final = 200
+#: Timed rescans closer together than this are one.
+DEADLINE_TOLERANCE: Final = 0.001
+#: At most this many timed rescans wait at once (the earliest are kept).
+MAX_DEADLINES: Final = 1024
+#: A ``watch()`` that ran this long before failing is restarted after the
+#: first back-off step again, not after the step its last streak reached.
+WATCH_RESET_AFTER = 60.0
 
 T = TypeVar("T")
 
 
-def backoff_delay(failures: int, start: float = BACKOFF_START, cap: float = BACKOFF_MAX) -> float:
-    """Exponential back-off: 1 s, 2 s, 4 s ... up to ``cap``."""
-    return float(min(cap, start * 2 ** max(0, failures - 1)))
+class Deadlines:
+    """Timed rescans that are waiting, on ``time.monotonic()``; safe from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._times: list[float] = []
+        self._dropped = False
+
+    def add(self, when: float) -> bool:
+        """Keep ``when``; True if it is now the earliest (the loop must look again)."""
+        with self._lock:
+            times = self._times
+            i = bisect.bisect_left(times, when)
+            near = (i > 0 and when - times[i - 1] < DEADLINE_TOLERANCE) or (
+                i < len(times) and times[i] - when < DEADLINE_TOLERANCE
+            )
+            if near:
+                return False
+            if len(times) >= MAX_DEADLINES:
+                if i == len(times):
+                    if not self._dropped:
+                        self._dropped = True
+                        log.warning(
+                            "more than %d timed rescans are waiting; later ones are dropped",
+                            MAX_DEADLINES,
+                        )
+                    return False
+                times.pop()
+            times.insert(i, when)
+            return i == 0
+
+    def drop_due(self, now: float) -> None:
+        """Forget the requests a ``detect()`` starting at ``now`` satisfies."""
+        with self._lock:
+            del self._times[: bisect.bisect_right(self._times, now + DEADLINE_TOLERANCE)]
+
+    def earliest(self) -> float:
+        with self._lock:
+            return self._times[0] if self._times else math.inf
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._times)
 
 
 def printable(text: str, limit: int = MAX_REASON) -> str:
@@ -140,19 +190,18 @@ async def resilient(factory: Callable[[], AsyncIterator[T]], what: str) -> Async
 
     The stream towards Nomad must never end, whatever the author's iterator does.
     """
-    failures = 0
+    backoff = Backoff()
     while True:
         try:
             async for item in factory():
-                failures = 0
+                backoff.succeeded()
                 yield item
             log.warning("%s ended; restarting it", what)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.error("%s failed: %s", what, describe(exc), exc_info=exc)
-        failures += 1
-        await asyncio.sleep(backoff_delay(failures))
+        await asyncio.sleep(backoff.failed())
 
 
 def _unhealthy(groups: Sequence[DeviceGroup], reason: str) -> tuple[DeviceGroup, ...]:
@@ -184,6 +233,9 @@ class FingerprintEngine:
         self._changed: asyncio.Condition | None = None
         self._wake: asyncio.Event | None = None
         self._wake_pending = False
+        # Set on the loop: a rescan is due now (not only a new deadline to wait for).
+        self._wake_now = False
+        self._deadlines = Deadlines()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._streams = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -193,8 +245,10 @@ class FingerprintEngine:
         self._failing_since: float | None = None
         self._failures = 0
         self._reported_unhealthy = False
-        # A sync watch() runs in its own thread, which outlives a stopped loop.
+        # A sync watch() runs in its own thread, which outlives a stopped loop;
+        # whether a stream's watch loop is waiting on it (else its failure is logged there).
         self._watch_thread: concurrent.futures.Future[Any] | None = None
+        self._watch_awaited = False
 
     @property
     def state(self) -> tuple[DeviceGroup, ...]:
@@ -204,27 +258,58 @@ class FingerprintEngine:
     def version(self) -> int:
         return self._version
 
-    def wake(self) -> None:
-        """Request a detection now; safe from any thread, cheap when repeated."""
-        loop = self._loop
-        if loop is None or loop.is_closed() or self._wake_pending:
+    def wake(self, delay: float = 0.0) -> None:
+        """Request a detection now, or in ``delay`` seconds; safe from any thread, cheap."""
+        delay = float(delay)
+        if math.isnan(delay):
+            raise ValueError("rescan delay must be a number of seconds, not NaN")
+        if delay > 0:
+            if delay == math.inf:
+                return
+            if not self._deadlines.add(time.monotonic() + delay):
+                return  # not the earliest: the loop already waits for an earlier one
+            self._poke(self._on_retime)
+            return
+        if self._wake_pending:
             return
         self._wake_pending = True
+        if not self._poke(self._on_wake):
+            self._wake_pending = False
+
+    def _poke(self, callback: Callable[[], None]) -> bool:
+        """Run ``callback`` on the loop (now, if this is the loop's thread)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return False
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is loop:
-            self._on_wake()
-            return
-        with contextlib.suppress(RuntimeError):  # closed in the meantime
-            loop.call_soon_threadsafe(self._on_wake)
+            callback()
+            return True
+        try:
+            loop.call_soon_threadsafe(callback)
+        except RuntimeError:  # closed in the meantime
+            return False
+        return True
 
     def _on_wake(self) -> None:
         # Cleared before setting: a wake-up after this point schedules another.
         self._wake_pending = False
+        self._wake_now = True
         if self._wake is not None:
             self._wake.set()
+
+    def _on_retime(self) -> None:
+        # No detect now; the loop only computes its wait again.
+        if self._wake is not None:
+            self._wake.set()
+
+    @property
+    def deadlines(self) -> Deadlines:
+        """Timed rescans still waiting."""
+        return self._deadlines
 
     async def stream(self) -> AsyncIterator[Sequence[DeviceGroup]]:
         """Yield the current state at once (once known), then every change."""
@@ -344,6 +429,8 @@ class FingerprintEngine:
         assert wake is not None
         while True:
             wake.clear()
+            self._wake_now = False
+            self._deadlines.drop_due(time.monotonic())
             try:
                 delay = await self._detect_once()
             except asyncio.CancelledError:
@@ -351,20 +438,30 @@ class FingerprintEngine:
             except Exception as exc:  # a bug here must not stop detection for good
                 log.error("detection loop failed: %s", describe(exc), exc_info=exc)
                 delay = BACKOFF_START
-            woken = False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), delay)
-                woken = True
-            if woken:
+            if await self._wait(time.monotonic() + delay):
                 settle = tunable(self._plugin, "rescan_settle")
                 if settle > 0:
                     # Let a burst of events finish: one detect() for all of them.
                     await asyncio.sleep(settle)
 
+    async def _wait(self, next_period: float) -> bool:
+        """Wait for the period's end, a timed rescan or a wake-up; True if woken."""
+        wake = self._wake
+        assert wake is not None
+        while not self._wake_now:
+            timeout = min(next_period, self._deadlines.earliest()) - time.monotonic()
+            if timeout <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), timeout)
+            wake.clear()  # a new deadline (look again) or a wake-up (the loop condition)
+        return True
+
     async def _watch_loop(self) -> None:
         watch = self._plugin.watch
-        failures = 0
+        backoff = Backoff(reset_after=WATCH_RESET_AFTER)
         while True:
+            started = time.monotonic()
             try:
                 if inspect.iscoroutinefunction(watch):
                     await watch()
@@ -375,10 +472,15 @@ class FingerprintEngine:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                failures += 1
-                delay = backoff_delay(failures)
+                ran = time.monotonic() - started
+                delay = backoff.failed(ran_for=ran)
                 log.error(
-                    "watch() failed; restarting it in %gs: %s", delay, describe(exc), exc_info=exc
+                    "watch() failed after %.1fs; restarting it in %gs: %s",
+                    ran,
+                    delay,
+                    describe(exc),
+                    exc_info=exc,
+                    extra={"failures": backoff.failures},
                 )
                 await asyncio.sleep(delay)
 
@@ -401,7 +503,23 @@ class FingerprintEngine:
                     done.set_result(result)
 
             self._watch_thread = running
+            running.add_done_callback(self._watch_thread_done)
             threading.Thread(target=run, name="watch", daemon=True).start()
-        result = await asyncio.wrap_future(running)
+        self._watch_awaited = True
+        try:
+            result = await asyncio.wrap_future(running)
+        finally:
+            self._watch_awaited = False
         if inspect.isawaitable(result):
             await result
+
+    def _watch_thread_done(self, done: concurrent.futures.Future[Any]) -> None:
+        """In the watch thread: a failure nobody waits for is logged here, or never."""
+        exc = done.exception()
+        if exc is not None and not self._watch_awaited:
+            log.error(
+                "watch() failed while no Fingerprint stream was open; it starts again with"
+                " the next stream: %s",
+                describe(exc),
+                exc_info=exc,
+            )

@@ -34,6 +34,7 @@ from nomad_device.plugin.engine import (
     printable,
     resilient,
 )
+from nomad_device.plugin.lifetime import lifetime_of
 from nomad_device.proto import base_pb2, base_pb2_grpc, device_pb2, device_pb2_grpc
 from nomad_device.wire import convert, hclspec
 
@@ -291,6 +292,7 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
 async def register(plugin: DevicePlugin[Any], server: grpc.aio.Server) -> None:
     """Attach the plugin's Nomad services to a go-plugin server."""
     plugin._engine = FingerprintEngine(plugin)
+    lifetime_of(plugin).bind(asyncio.get_running_loop())
     base = BaseServicer(plugin)
     base_pb2_grpc.add_BasePluginServicer_to_server(base, server)
     device_pb2_grpc.add_DevicePluginServicer_to_server(DeviceServicer(plugin, base), server)

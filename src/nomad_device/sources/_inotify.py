@@ -24,6 +24,13 @@ What the kernel leaves to its users is handled here:
   ``NOMAD_DEVICE_SOURCES_DISABLE=inotify``) or **the watch limit**
   (``ENOSPC``): one warning, then the source waits without yielding until it
   is closed, so the caller's poll period is the only mechanism left.
+- **Trees someone else can grow.** A recursive watch costs one kernel watch
+  per directory, charged to the user running it (``max_user_watches``), and
+  whoever can make directories under it decides how many. ``max_watches``
+  caps one source (a warning when reached, an ``overflow`` batch, and the
+  directories beyond it left to the caller's poll period); ``one_filesystem``
+  keeps it off other mounts (``/dev/shm``, ``/dev/pts`` under ``/dev``); and
+  ``descend`` lets the caller skip directories it has no interest in.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import os
 import stat
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -239,12 +246,15 @@ class _Root:
     every program that imports this module at start-up.
     """
 
-    __slots__ = ("awaited", "guard", "index", "path", "recursive", "refused", "subs", "wd")
+    __slots__ = (
+        "awaited", "dev", "guard", "index", "path", "recursive", "refused", "subs", "wd",
+    )  # fmt: skip
 
     def __init__(self, index: int, path: str, recursive: bool) -> None:
         self.index = index
         self.path = path
         self.recursive = recursive
+        self.dev = -1  # recursive: the filesystem the path is on, when armed
         self.wd: int | None = None  # armed: the watch on the path itself
         self.subs: dict[int, str] = {}  # recursive: wd -> subdirectory
         self.guard: int | None = None  # missing: the watch on the nearest existing ancestor
@@ -280,14 +290,25 @@ class Inotify(EventSource[FileEvents]):
         settle: float = SETTLE,
         max_delay: float = MAX_DELAY,
         max_events: int = MAX_EVENTS,
+        max_watches: int | None = None,
+        one_filesystem: bool = False,
+        descend: Callable[[str], bool] | None = None,
     ) -> None:
         super().__init__(log, settle, max_delay)
         if not paths:
             raise ValueError("inotify() needs at least one path")
+        if max_watches is not None and max_watches < 1:
+            raise ValueError("max_watches must be at least 1")
         unique = dict.fromkeys(os.path.abspath(os.fspath(p)) for p in paths)
+        if any("\0" in path for path in unique):
+            raise ValueError("a path to watch must not contain a NUL character")
         self._roots = [_Root(i, path, recursive) for i, path in enumerate(unique)]
         self._mask = (mask & IN_ALL_EVENTS) | _SELF
         self._max_events = max(1, max_events)
+        self._max_watches = max_watches
+        self._one_filesystem = one_filesystem
+        self._descend = descend
+        self._capped = False  # the max_watches warning was given
         self._watches: dict[int, _Roles] = {}
         self._events: list[FileEvent] = []
         self._overflow = False
@@ -314,6 +335,9 @@ class Inotify(EventSource[FileEvents]):
         except _Limit:
             os.close(fd)
             return None, self._limit_message()
+        except BaseException:
+            os.close(fd)  # the constructor fails: nobody else would ever close it
+            raise
         return fd, ""
 
     def _limit_message(self) -> str:
@@ -521,6 +545,7 @@ class Inotify(EventSource[FileEvents]):
                     return False
                 is_dir = stat.S_ISDIR(info.st_mode)
                 if root.recursive and is_dir:
+                    root.dev = info.st_dev
                     self._add_tree(root, root.path, report=report)
                 if report:
                     self._report(root.path, IN_CREATE | (IN_ISDIR if is_dir else 0), root)
@@ -555,11 +580,20 @@ class Inotify(EventSource[FileEvents]):
             root.refused = why
 
     def _add_tree(self, root: _Root, top: str, report: bool) -> None:
-        """Watch every directory under ``top`` (not following links); ``report`` what is found."""
+        """Watch every directory under ``top`` (not following links); ``report`` what is found.
+
+        Directories on another filesystem (``one_filesystem``), refused by
+        ``descend``, or beyond ``max_watches`` are neither watched nor read.
+        """
         pending = [top]
         while pending:
             directory = pending.pop()
             if directory != root.path:  # the root's own watch is root.wd
+                if not self._wanted(root, directory):
+                    continue
+                if self._max_watches is not None and len(self._watches) >= self._max_watches:
+                    self._cap_reached(root, directory)
+                    continue
                 try:
                     wd = self._add(directory, "sub", root, self._content_mask(root))
                 except (FileNotFoundError, NotADirectoryError):
@@ -582,6 +616,30 @@ class Inotify(EventSource[FileEvents]):
             except OSError:
                 continue  # vanished or unreadable; its parent's events say so
 
+    def _wanted(self, root: _Root, directory: str) -> bool:
+        """Whether a subdirectory of a recursive root is to be watched at all."""
+        if self._one_filesystem:
+            try:
+                if os.lstat(directory).st_dev != root.dev:
+                    return False  # a mount point: another filesystem's tree
+            except OSError:
+                return False
+        return self._descend is None or bool(self._descend(directory))
+
+    def _cap_reached(self, root: _Root, directory: str) -> None:
+        """One warning per source, and a batch that says: rescan, some changes go unseen."""
+        self._overflow = True
+        if not self._capped:
+            self._capped = True
+            log.warning(
+                "inotify watch cap reached (max_watches = %d) under %s: %s and any other"
+                " directory beyond the cap is not watched; changes there are seen at the"
+                " poll period only",
+                self._max_watches,
+                root.path,
+                directory,
+            )
+
     def _drop_tree(self, root: _Root, top: str) -> None:
         prefix = top.rstrip("/") + "/"
         for wd, directory in list(root.subs.items()):
@@ -597,6 +655,9 @@ def inotify(
     settle: float = SETTLE,
     max_delay: float = MAX_DELAY,
     max_events: int = MAX_EVENTS,
+    max_watches: int | None = None,
+    one_filesystem: bool = False,
+    descend: Callable[[str], bool] | None = None,
 ) -> Inotify:
     """Watch ``paths`` (files or directories); iterate to get :class:`FileEvents` batches.
 
@@ -611,6 +672,13 @@ def inotify(
     batches are at least ``max_delay`` apart and no event is held longer
     (default 250 ms). ``max_events`` caps a batch; beyond it the batch says
     ``overflow`` (rescan everything) instead of listing them.
+
+    For recursive watches over trees that others can grow: ``max_watches``
+    caps the watches this source holds (its paths' own watches are always
+    kept; subdirectories beyond the cap are left out, with one warning and an
+    ``overflow`` batch); ``one_filesystem`` does not descend into other
+    mounts; ``descend(path)`` returning false skips a subdirectory and all
+    below it.
     """
     return Inotify(
         paths,
@@ -619,4 +687,7 @@ def inotify(
         settle=settle,
         max_delay=max_delay,
         max_events=max_events,
+        max_watches=max_watches,
+        one_filesystem=one_filesystem,
+        descend=descend,
     )

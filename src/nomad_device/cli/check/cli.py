@@ -27,6 +27,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="every ready, eligible node of the cluster at NOMAD_ADDR (NOMAD_TOKEN, "
         "NOMAD_CACERT, ... as the nomad CLI reads them), less what allocations hold",
     )
+    p.add_argument(
+        "--enterprise",
+        action="store_true",
+        help="judge as Nomad Enterprise does: NUMA (numa { affinity devices }) is scheduled, "
+        "where Nomad CE refuses the job",
+    )
     job = p.add_argument_group("job variables (refused: render the job first)")
     job.add_argument("-var", "--var", action="append", metavar="K=V", help=argparse.SUPPRESS)
     job.add_argument(

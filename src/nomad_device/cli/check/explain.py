@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from nomad_device.cli.check.model import DeviceRequest, TaskGroup
-from nomad_device.cli.check.placement import GroupReport, NodeEntry, Report
-from nomad_device.cli.check.scheduler import GroupEval, Leaf, NodeVerdict, Pick, requests_of
+from nomad_device.cli.nomadjson import go_number
 from nomad_device.cli.render import Style
+from nomad_device.placement.evaluate import GroupReport, NodeEntry, Report
+from nomad_device.placement.model import DeviceRequest, TaskGroup
+from nomad_device.placement.scheduler import (
+    ANY_MEMORY_NODE,
+    Failure,
+    GroupEval,
+    Leaf,
+    NodeVerdict,
+    Pick,
+    requests_of,
+)
 
 __all__ = ["render_json", "render_text"]
 
@@ -50,29 +59,37 @@ def _node_name(entry: NodeEntry) -> str:
 def _pick_line(p: Pick) -> str:
     ids = ", ".join(p.ids)
     line = f'task "{p.task}" device "{p.request.name}": {p.device.label} [{ids}]'
+    if p.memory_node != ANY_MEMORY_NODE:
+        line += f" on NUMA node {p.memory_node}"
     if p.request.affinities:
         line += f" affinity score {_score(p.score)}"
     return line
 
 
 def _why_lines(leaf: Leaf, style: Style) -> list[str]:
-    assert leaf.failed_request is not None and leaf.failed_task is not None
-    req = leaf.failed_request
-    lines = [f"{_request_text(leaf.failed_task, req)} cannot be met:"]
-    if leaf.picks:
-        taken = "; ".join(
-            f'task "{p.task}" device "{p.request.name}" took {p.device.label} [{", ".join(p.ids)}]'
-            for p in leaf.picks
-        )
-        lines.append(f"  after {taken}")
-    named = [e for e in leaf.evals if e.name_ok]
-    if not leaf.evals:
-        lines.append("  the node has no devices")
-    elif not named:
-        have = ", ".join(e.device.label for e in leaf.evals)
-        lines.append(f'  no device group here is a "{req.name}" (the node has {have})')
-    for e in named:
-        lines.append(f"  {style.bold(e.device.label)}: {_reason(e, style)}")
+    """Every request of the outcome that cannot be met, the one Nomad stops at first."""
+    lines: list[str] = []
+    for n, failure in enumerate(leaf.failures):
+        req = failure.request
+        head = f"{_request_text(failure.task, req)} cannot be met"
+        if failure.memory_node != ANY_MEMORY_NODE:
+            head += f" on NUMA node {failure.memory_node}"
+        lines.append(head + ":" if n == 0 else f"also, {head}:")
+        if n == 0 and leaf.picks:
+            taken = "; ".join(
+                f'task "{p.task}" device "{p.request.name}" took {p.device.label} '
+                f"[{', '.join(p.ids)}]"
+                for p in leaf.picks
+            )
+            lines.append(f"  after {taken}")
+        named = [e for e in failure.evals if e.name_ok]
+        if not failure.evals:
+            lines.append("  the node has no devices")
+        elif not named:
+            have = ", ".join(e.device.label for e in failure.evals)
+            lines.append(f'  no device group here is a "{req.name}" (the node has {have})')
+        for e in named:
+            lines.append(f"  {style.bold(e.device.label)}: {_reason(e, style)}")
     return lines
 
 
@@ -228,27 +245,38 @@ def _pick_json(p: Pick) -> dict[str, Any]:
         "Device": p.request.name,
         "Group": p.device.label,
         "DeviceIDs": list(p.ids),
-        "AffinityScore": p.score if p.request.affinities else None,
+        "AffinityScore": go_number(p.score) if p.request.affinities else None,
         "TiedWith": list(p.tied),
+        **({"NumaNode": p.memory_node} if p.memory_node != ANY_MEMORY_NODE else {}),
     }
 
 
 def _leaf_json(leaf: Leaf) -> dict[str, Any]:
     out: dict[str, Any] = {"Places": leaf.ok, "Devices": [_pick_json(p) for p in leaf.picks]}
     if leaf.ok:
-        out["NodeDeviceScore"] = leaf.node_score()
+        score = leaf.node_score()
+        out["NodeDeviceScore"] = None if score is None else go_number(score)
         return out
-    assert leaf.failed_request is not None
-    out["Failed"] = {
-        "Task": leaf.failed_task,
-        "Device": leaf.failed_request.name,
-        "Count": leaf.failed_request.count,
-        "Error": leaf.error,
+    first, *later = [_failure_json(f) for f in leaf.failures]
+    out["Failed"] = first
+    if later:
+        out["AlsoFailed"] = later
+    return out
+
+
+def _failure_json(failure: Failure) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "Task": failure.task,
+        "Device": failure.request.name,
+        "Count": failure.request.count,
+        "Error": failure.error,
         "Groups": [
             {"Group": e.device.label, "Matches": e.name_ok, "Reason": e.reason()}
-            for e in leaf.evals
+            for e in failure.evals
         ],
     }
+    if failure.memory_node != ANY_MEMORY_NODE:
+        out["NumaNode"] = failure.memory_node
     return out
 
 

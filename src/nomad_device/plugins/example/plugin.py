@@ -124,11 +124,18 @@ Entry = tuple[str, bool, str]
 
 
 class _Settings(NamedTuple):
-    """The config in the form the scanning code needs; replaced, never mutated."""
+    """The config in the form the scanning code needs; replaced, never mutated.
+
+    ``directory`` is ``dir`` as the operator wrote it (for the log); ``path``
+    is where it is: a relative ``dir`` means the directory the agent started
+    the plugin in, as for Go's plugin, although the SDK moves the process to
+    ``/``.
+    """
 
     directory: str
     period: float
     unhealthy_perm: str
+    path: str
 
 
 # Frozen like a dataclass, without a dataclass's cost at every launch (see nomad_device.frozen).
@@ -283,7 +290,7 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
-        self._settings = _Settings(".", 5.0, "-rwxrwxrwx")
+        self._settings = _Settings(".", 5.0, "-rwxrwxrwx", self._where("."))
         self.fingerprint_period = self._settings.period
         # The last detected devices: what Nomad was (or is being) told about.
         self._entries: tuple[Entry, ...] = ()
@@ -328,9 +335,11 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
                 ' permissions look like "-rw-r--r--"',
                 extra={"unhealthy_perm": config.unhealthy_perm},
             )
-        settings = _Settings(config.dir, period_ns / 1e9, config.unhealthy_perm)
+        settings = _Settings(
+            config.dir, period_ns / 1e9, config.unhealthy_perm, self._where(config.dir)
+        )
         with self._lock:
-            if settings.directory != self._settings.directory:
+            if settings.path != self._settings.path:
                 self._entries, self._known, self._groups = (), frozenset(), []
                 if self._source is not None:
                     self._source.close()  # watch() moves to the new directory
@@ -346,6 +355,12 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         )
         self.rescan()
 
+    def _where(self, directory: str) -> str:
+        # Go's filepath.Join (lexical) where resolve_path() keeps the text as is.
+        if directory.startswith("/") or not self.launch_dir:
+            return directory
+        return filepath_join(self.launch_dir, directory)
+
     # -- fingerprint -------------------------------------------------------------
 
     def detect(self) -> list[DeviceGroup]:
@@ -356,7 +371,7 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         whose state nobody can see, but they have not gone away either.
         """
         settings = self._settings
-        listing = list_devices(settings.directory, settings.unhealthy_perm)
+        listing = list_devices(settings.path, settings.unhealthy_perm)
         with self._lock:
             if settings is not self._settings:
                 return self._groups  # reconfigured meanwhile; the rescan it asked for follows
@@ -412,7 +427,7 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         """
         while True:
             with self._lock:
-                directory = self._settings.directory
+                directory = self._settings.path
                 source = self._source = inotify(directory, mask=LISTING, max_delay=_STORM_DELAY)
             with source:
                 if source.available:
@@ -432,7 +447,7 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         if not device_ids:
             raise InvalidArgument("no device ids given")
         with self._lock:
-            known, directory = self._known, self._settings.directory
+            known, directory = self._known, self._settings.path
         try:
             host_dir = filepath_abs(directory)
         except OSError:
@@ -460,7 +475,7 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         requested so that Nomad hears about a vanished device promptly.
         """
         with self._lock:
-            entries, directory = self._entries, self._settings.directory
+            entries, directory = self._entries, self._settings.path
         if not entries:
             return []  # Go sends nothing either when there are no devices
         now = _dt.datetime.now(_dt.UTC)

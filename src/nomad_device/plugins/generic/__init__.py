@@ -7,9 +7,12 @@ squat/generic-device-plugin and Nomad's USB plugin.
 
 Modules by role: :mod:`.config` (the schema and its validation),
 :mod:`.roots` (``/dev`` and ``/sys``, overridable for tests),
-:mod:`.sysfs` and :mod:`.discovery` (finding devices), :mod:`.health`
-(node checks and probes), :mod:`.inventory` (groups), :mod:`.reservation`,
-:mod:`.stats`, and :mod:`.plugin`, which ties them together.
+:mod:`.sysfs`, :mod:`.patterns` and :mod:`.discovery` (finding devices),
+:mod:`.trust` (what may be offered: the safety rules, in one place),
+:mod:`.health` (node checks), :mod:`.probes` (probe commands, held to their
+job), :mod:`.events` (what wakes a rescan), :mod:`.inventory` (groups),
+:mod:`.reservation`, :mod:`.stats`, and :mod:`.plugin`, which ties them
+together.
 """
 
 from nomad_device.plugins.generic.config import DeviceBlock, GenericConfig, ProbeBlock, UsbBlock

@@ -43,6 +43,8 @@ DEFAULT_VENDOR: Final = "generic"
 CGROUP_LETTERS: Final = "rwm"
 #: More instances than this per device is a typo, not a plan.
 MAX_SHARE: Final = 10_000
+#: Device cgroup permissions when a block sets none.
+DEFAULT_PERMISSIONS: Final = "rw"
 
 
 @dataclass(frozen=True)
@@ -61,11 +63,16 @@ class UsbBlock:
 
 @dataclass(frozen=True)
 class ProbeBlock:
-    """``probe { ... }``: a command whose exit status is the device's health."""
+    """``probe { ... }``: a command whose exit status is the device's health.
+
+    It runs with ``/`` as its working directory and a small environment:
+    ``PATH``, ``LANG``, the ``GENERIC_DEVICE_*`` variables and ``env``.
+    """
 
     command: list[str]
     timeout: timedelta = timedelta(seconds=5)
     interval: timedelta = timedelta(seconds=30)
+    env: dict[str, str] = field(default_factory=dict, metadata={"hcl_block": True})
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,9 @@ class DeviceBlock:
     paths: list[str] = field(default_factory=list)
     usb: list[UsbBlock] = field(default_factory=list)
     share: int = 1
-    permissions: str = "rw"
+    # Unset: "rw" for device nodes, read-only for bind mounts (a mount is
+    # writable only when "w" is asked for in so many words).
+    permissions: str | None = None
     task_path: str | None = None
     # Blocks (``env { KEY = "value" }``), not map attributes: a Nomad agent file
     # reads ``env = { ... }`` as a list holding one object.
@@ -86,6 +95,7 @@ class DeviceBlock:
     attributes: dict[str, str] = field(default_factory=dict, metadata={"hcl_block": True})
     probe: ProbeBlock | None = None
     group_per_device: bool = False
+    max_watches: int = 256
 
 
 @dataclass(frozen=True)
@@ -127,6 +137,7 @@ class ProbeSpec:
     command: tuple[str, ...]
     timeout: float
     interval: float
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -140,12 +151,14 @@ class Kind:
     paths: tuple[str, ...]
     usb: tuple[UsbMatcher, ...]
     share: int
-    permissions: str
+    permissions: str  # for device nodes
+    writable_mounts: bool  # "w" asked for explicitly: mounts are read-write
     task_path: str | None
     env: Mapping[str, str]
     attributes: Mapping[str, Attribute]
     probe: ProbeSpec | None
     group_per_device: bool
+    max_watches: int = 256
 
     @property
     def key(self) -> str:
@@ -323,19 +336,20 @@ def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
     elif block.share > MAX_SHARE:
         problems.add(label, "share", f"must be at most {MAX_SHARE}, got {block.share}")
 
-    letters = block.permissions
+    letters = DEFAULT_PERMISSIONS if block.permissions is None else block.permissions
     if not letters:
         problems.add(label, "permissions", '"" grants nothing; use letters of "rwm", e.g. "rw"')
     elif not set(letters) <= set(CGROUP_LETTERS):
         problems.add(label, "permissions", f"{_q(letters)} is not a subset of {_q(CGROUP_LETTERS)}")
     permissions = "".join(c for c in CGROUP_LETTERS if c in letters)
 
+    if block.max_watches < 1:
+        problems.add(label, "max_watches", f"must be at least 1, got {block.max_watches}")
+
     if block.task_path is not None and not block.task_path.startswith("/"):
         problems.add(label, "task_path", f"{_q(block.task_path)} is not an absolute path")
 
-    for key in block.env:
-        if not _ENV_NAME.fullmatch(key):
-            problems.add(label, "env", f"{_q(key)} is not a valid environment variable name")
+    _check_env(block.env, label, "env", problems)
     attributes: dict[str, Attribute] = {}
     for key, text in block.attributes.items():
         if not key:
@@ -347,12 +361,16 @@ def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
         command = tuple(block.probe.command)
         if not command or not command[0]:
             problems.add(label, "probe.command", "must name a program to run")
+        for i, argument in enumerate(command):
+            if "\x00" in argument:  # exec cannot pass it: the probe could never run
+                problems.add(label, f"probe.command[{i}]", "must not contain a NUL character")
         timeout, interval = _seconds(block.probe.timeout), _seconds(block.probe.interval)
         if timeout <= 0:
             problems.add(label, "probe.timeout", "must be greater than zero")
         if interval <= 0:
             problems.add(label, "probe.interval", "must be greater than zero")
-        probe = ProbeSpec(command, timeout, interval)
+        _check_env(block.probe.env, label, "probe.env", problems)
+        probe = ProbeSpec(command, timeout, interval, dict(block.probe.env))
 
     return Kind(
         label=label,
@@ -363,12 +381,22 @@ def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
         usb=tuple(matchers),
         share=block.share,
         permissions=permissions,
+        writable_mounts=block.permissions is not None and "w" in block.permissions,
         task_path=block.task_path,
         env=dict(block.env),
         attributes=attributes,
         probe=probe,
         group_per_device=block.group_per_device,
+        max_watches=block.max_watches,
     )
+
+
+def _check_env(env: Mapping[str, str], label: str, where: str, problems: _Problems) -> None:
+    for key, value in env.items():
+        if not _ENV_NAME.fullmatch(key):
+            problems.add(label, where, f"{_q(key)} is not a valid environment variable name")
+        elif "\x00" in value:
+            problems.add(label, where, f"{key}: must not contain a NUL character")
 
 
 def settings_from(config: GenericConfig) -> Settings:

@@ -39,18 +39,20 @@ from typing import Final
 
 from nomad_device.model import Attribute
 from nomad_device.plugins.generic.config import Kind
+from nomad_device.plugins.generic.patterns import fixed_dir
 from nomad_device.plugins.generic.roots import Roots
 from nomad_device.plugins.generic.sysfs import (
     SysfsCache,
     UsbDevice,
     UsbNode,
+    usb_bus_present,
     usb_devices,
     usb_nodes,
 )
+from nomad_device.plugins.generic.trust import Checked, PathCheck
 
 __all__ = ["Found", "Node", "ScanResult", "Scanner", "id_base", "natural_key", "size_attribute"]
 
-_MAGIC: Final = re.compile(r"[*?[]")
 _SERIAL_SAFE: Final = re.compile(r"[^A-Za-z0-9._+-]+")
 _DIGITS: Final = re.compile(r"(\d+)")
 _BINARY_UNITS: Final = (("EiB", 1 << 60), ("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30))
@@ -96,6 +98,7 @@ class Node:
     expect: tuple[str, int, int] | None = None  # what sysfs says the node must be
     known: bool | None = None  # whether sysfs has a device with these numbers (None: no index)
     stamp: object = None  # inode and ctime: a node made anew has new ones
+    ident: tuple[int, int] | None = None  # device and inode of the file behind the path
 
     @property
     def is_device(self) -> bool:
@@ -123,6 +126,9 @@ class ScanResult:
     found: dict[str, list[Found]]  # by block label, in natural ID order
     empty_patterns: set[tuple[str, str]]  # (label, pattern) matching nothing
     notes: set[str]  # overlaps and ambiguities, for the log
+    refused: dict[tuple[str, str], str] = field(default_factory=dict)  # (label, path): why
+    usb_unmatched: set[str] = field(default_factory=set)  # labels whose usb blocks match nothing
+    usb_bus: bool = True  # whether sysfs has a USB bus at all
 
 
 _KIND_OF_MODE: Final = (
@@ -144,11 +150,7 @@ def kind_of(mode: int) -> str:
 
 def id_base(pattern: str) -> str | None:
     """The fixed directory of a glob (``/dev/serial/by-id``), None without wildcards."""
-    parts = pattern.split("/")
-    for i, part in enumerate(parts):
-        if _MAGIC.search(part):
-            return "/".join(parts[:i]) or "/"
-    return None
+    return fixed_dir(pattern)
 
 
 def _path_id(pattern: str, canonical: str, base: str | None = "") -> str:
@@ -163,6 +165,21 @@ def _path_id(pattern: str, canonical: str, base: str | None = "") -> str:
     return os.path.relpath(canonical, base)
 
 
+def _node(checked: Checked, task_path: str) -> Node:
+    info = checked.info
+    if info is None:
+        return Node(checked.path, checked.resolved, task_path, "missing")
+    kind, ident = kind_of(info.st_mode), (info.st_dev, info.st_ino)
+    if kind in ("char", "block"):
+        major, minor = os.major(info.st_rdev), os.minor(info.st_rdev)
+        stamp = (info.st_ino, info.st_ctime_ns)
+        return Node(
+            checked.path, checked.resolved, task_path, kind, major, minor,
+            stamp=stamp, ident=ident,
+        )  # fmt: skip
+    return Node(checked.path, checked.resolved, task_path, kind, ident=ident)
+
+
 def _fallback_id(canonical: str) -> str:
     return canonical[len("/dev/") :] if canonical.startswith("/dev/") else canonical.lstrip("/")
 
@@ -173,34 +190,42 @@ class Scanner:
     def __init__(self, roots: Roots) -> None:
         self.roots = roots
         self.sysfs = SysfsCache(roots)
+        self.trust = PathCheck(roots, self.sysfs)
 
     # -- nodes ---------------------------------------------------------------------
 
-    def inspect(self, real: str, task_path: str, resolved_dirs: dict[str, str]) -> Node:
-        """Stat one path; a dangling symlink or vanished file is ``missing``."""
-        try:
-            lst = os.lstat(real)
-        except OSError:
-            return Node(real, real, task_path, "missing")
-        if stat.S_ISLNK(lst.st_mode):
-            resolved = os.path.realpath(real)
-            try:
-                st = os.stat(real)
-            except OSError:
-                return Node(real, resolved, task_path, "missing")
-        else:
-            directory, name = os.path.split(real)
-            parent = resolved_dirs.get(directory)
-            if parent is None:
-                parent = resolved_dirs[directory] = os.path.realpath(directory)
-            resolved, st = f"{parent.rstrip('/')}/{name}", lst
-        kind = kind_of(st.st_mode)
-        if kind in ("char", "block"):
-            rdev, stamp = st.st_rdev, (st.st_ino, st.st_ctime_ns)
-            return Node(
-                real, resolved, task_path, kind, os.major(rdev), os.minor(rdev), stamp=stamp
-            )
-        return Node(real, resolved, task_path, kind)
+    def inspect(
+        self, real: str, task_path: str, patterns: Sequence[str], refused: dict[str, str]
+    ) -> Node | None:
+        """Stat one path through :mod:`.trust`; a dangling symlink or vanished file is
+        ``missing``. A path that may not be offered is None, its reason in ``refused``
+        (by its ``/dev/...`` name)."""
+        checked = self.trust.check(real, patterns)
+        if not checked.ok:
+            refused[task_path] = checked.refusal
+            return None
+        return _node(checked, task_path)
+
+    def recheck(self, node: Node, patterns: Sequence[str]) -> str | None:
+        """Why ``node`` may no longer be granted as the scan saw it (Reserve asks); None if
+        it may. Every directory is looked at afresh."""
+        checked = self.trust.check(node.path, patterns, fresh=True)
+        if not checked.ok:
+            return f"{node.task_path}: {checked.refusal}"
+        if checked.info is None:
+            return f"{node.task_path} does not exist any more"
+        now = _node(checked, node.task_path)
+        if now.resolved != node.resolved:
+            was, shown = self.roots.canonical(node.resolved), self.roots.canonical(now.resolved)
+            return f"{node.task_path} leads to {shown} now, not to {was}"
+        if (now.kind, now.major, now.minor) != (node.kind, node.major, node.minor):
+            was = f"{node.kind} {node.major}:{node.minor}" if node.is_device else node.kind
+            return f"{node.task_path} changed since the last scan (it was: {was})"
+        if not node.is_device and now.ident != node.ident:
+            # A device node is judged by its numbers (udev may make it anew on a
+            # replug); anything mounted by path must be the very file seen.
+            return f"{node.task_path} was replaced since the last scan"
+        return None
 
     # -- one block ---------------------------------------------------------------------
 
@@ -212,7 +237,7 @@ class Scanner:
         return sorted(glob.glob(real))
 
     def _path_devices(
-        self, kind: Kind, empty: set[tuple[str, str]], dirs: dict[str, str]
+        self, kind: Kind, empty: set[tuple[str, str]], refused: dict[str, str]
     ) -> list[Found]:
         """One device per matched path, the same node matched twice counted once
         (named by a symlink's name when one of the matches is a symlink)."""
@@ -224,7 +249,9 @@ class Scanner:
                 empty.add((kind.label, pattern))
             for real in matches:
                 canonical = self.roots.canonical(real)
-                node = self.inspect(real, canonical, dirs)
+                node = self.inspect(real, canonical, kind.paths, refused)
+                if node is None:
+                    continue
                 is_link = node.path != node.resolved and os.path.islink(real)
                 found = self._path_found(kind, _path_id(pattern, canonical, base), node)
                 previous = by_node.get(node.resolved)
@@ -241,10 +268,7 @@ class Scanner:
         }
         info = self.sysfs.lookup(node.kind, node.major, node.minor, node.stamp)
         if self.sysfs.has_index(node.kind):
-            node = Node(
-                node.path, node.resolved, node.task_path, node.kind, node.major, node.minor,
-                None, info is not None, node.stamp,
-            )  # fmt: skip
+            node = dataclasses.replace(node, known=info is not None)
         size = None
         usb = None
         pci = None
@@ -272,12 +296,20 @@ class Scanner:
             usb.sysname if usb else None,
         )
 
-    def _usb_found(self, kind: Kind, device_id: str, device: UsbDevice) -> Found:
-        nodes = usb_nodes(device)
+    def _usb_found(
+        self, kind: Kind, device_id: str, device: UsbDevice, refused: dict[str, str]
+    ) -> Found | None:
+        usb_nodes_ = usb_nodes(device)
         # The interfaces' nodes (tty, hidraw, video...) are what programs open;
         # the bus node (/dev/bus/usb/BBB/DDD, libusb's) comes last.
-        ordered = [n for n in nodes if not n.devname.startswith("bus/usb/")]
-        ordered += [n for n in nodes if n.devname.startswith("bus/usb/")]
+        ordered = [n for n in usb_nodes_ if not n.devname.startswith("bus/usb/")]
+        ordered += [n for n in usb_nodes_ if n.devname.startswith("bus/usb/")]
+        nodes = []
+        for usb_node in ordered:
+            node = self._usb_node(usb_node, kind.paths, refused)
+            if node is None:
+                return None  # one node it may not have: none of it is offered
+            nodes.append(node)
         sizes = (self._usb_block_size(n) for n in ordered if n.kind == "block")
         size = next((s for s in sizes if s is not None), None)
         attributes = _usb_attributes(device)
@@ -287,7 +319,7 @@ class Scanner:
             kind.label,
             device_id,
             "usb",
-            tuple(self._usb_node(n) for n in ordered),
+            tuple(nodes),
             attributes,
             self.sysfs.pci_bus_id(device.syspath),
             size,
@@ -296,9 +328,13 @@ class Scanner:
             device.sysname,
         )
 
-    def _usb_node(self, usb_node: UsbNode) -> Node:
+    def _usb_node(
+        self, usb_node: UsbNode, patterns: Sequence[str], refused: dict[str, str]
+    ) -> Node | None:
         real = self.roots.devname(usb_node.devname)
-        node = self.inspect(real, f"/dev/{usb_node.devname}", {})
+        node = self.inspect(real, f"/dev/{usb_node.devname}", patterns, refused)
+        if node is None:
+            return None
         return dataclasses.replace(node, expect=(usb_node.kind, usb_node.major, usb_node.minor))
 
     def _usb_block_size(self, usb_node: UsbNode) -> int | None:
@@ -309,20 +345,31 @@ class Scanner:
 
     def scan(self, kinds: Sequence[Kind]) -> ScanResult:
         self.sysfs.new_scan()
+        self.trust.new_scan()
         empty: set[tuple[str, str]] = set()
         notes: set[str] = set()
-        dirs: dict[str, str] = {}
-        usb = usb_devices(self.roots) if any(k.usb for k in kinds) else []
+        refused: dict[tuple[str, str], str] = {}
+        wants_usb = any(k.usb for k in kinds)
+        usb = usb_devices(self.roots) if wants_usb else []
+        usb_unmatched: set[str] = set()
         usb_ids = _usb_ids(usb, notes)
         claimed_nodes: dict[str, str] = {}
         claimed_usb: dict[str, str] = {}
         ids: dict[str, str] = {}
         result: dict[str, list[Found]] = {}
         for kind in sorted(kinds, key=lambda k: k.label):
-            candidates = self._path_devices(kind, empty, dirs)
+            mine: dict[str, str] = {}
+            candidates = self._path_devices(kind, empty, mine)
+            matched = False
             for device in usb:
                 if any(m.matches(*_usb_key(device)) for m in kind.usb):
-                    candidates.append(self._usb_found(kind, usb_ids[device.syspath], device))
+                    matched = True
+                    found = self._usb_found(kind, usb_ids[device.syspath], device, mine)
+                    if found is not None:
+                        candidates.append(found)
+            if kind.usb and not matched:
+                usb_unmatched.add(kind.label)
+            refused.update({(kind.label, path): why for path, why in mine.items()})
             kept = []
             for found in _unique_ids(candidates):
                 owner = _claim(found, kind.label, claimed_nodes, claimed_usb)
@@ -342,7 +389,8 @@ class Scanner:
                 kept.append(found)
             kept.sort(key=lambda f: natural_key(f.id))
             result[kind.label] = kept
-        return ScanResult(result, empty, notes)
+        bus = usb_bus_present(self.roots) if wants_usb else True
+        return ScanResult(result, empty, notes, refused, usb_unmatched, bus)
 
 
 def _usb_key(device: UsbDevice) -> tuple[int, int, str, str, str]:

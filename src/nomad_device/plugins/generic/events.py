@@ -9,7 +9,12 @@ Both only say *that* something may have changed; the rescan finds out what.
   ``/dev/serial/by-id`` ...) and, for USB blocks, on ``/dev`` and
   ``/dev/bus/usb``: nodes and links appear there after the uevent, once udev
   (or devtmpfs) has made them; a directory that does not exist yet is watched
-  for from its parent by the source itself.
+  for from its parent by the source itself. Where a pattern's wildcards span
+  directories, the watch descends only into directories that may lead to a
+  match, are root's alone, and are on the same filesystem, and holds at most
+  the block's ``max_watches``: no user can make the plugin spend root's
+  inotify watches, and a tree that outgrows the cap is seen at the poll
+  period.
 
 Where a facility is unavailable the source logs it once and stays silent:
 the fingerprint period is then the only mechanism.
@@ -18,15 +23,22 @@ the fingerprint period is then the only mechanism.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
+from nomad_device.plugin import Wakeup
 from nomad_device.plugins.generic.config import Kind
 from nomad_device.plugins.generic.discovery import id_base
+from nomad_device.plugins.generic.patterns import leads_to_match
 from nomad_device.plugins.generic.roots import Roots
+from nomad_device.plugins.generic.trust import untrusted_dir
 from nomad_device.sources import LISTING, Inotify, inotify, uevents
 
-__all__ = ["SUBSYSTEMS", "EventWatch", "watch_dirs"]
+__all__ = ["SUBSYSTEMS", "EventWatch", "Tree", "descend", "watch_dirs"]
+
+_USB_DIR: Final = "/dev/bus/usb"
 
 #: Kernel subsystems whose uevents may change what a block matches.
 SUBSYSTEMS: Final = (
@@ -45,16 +57,28 @@ SUBSYSTEMS: Final = (
 )
 
 
-def watch_dirs(kinds: Sequence[Kind], roots: Roots) -> tuple[list[str], list[str]]:
-    """Directories to watch (real paths): ``(flat, recursive)``.
+@dataclass(frozen=True)
+class Tree:
+    """One block's recursive watches: patterns whose wildcards span directories."""
+
+    label: str
+    dirs: tuple[str, ...]  # real paths: the patterns' fixed directories
+    patterns: tuple[str, ...]  # in /dev/... form
+    max_watches: int
+
+
+def watch_dirs(kinds: Sequence[Kind], roots: Roots) -> tuple[list[str], list[Tree]]:
+    """Directories to watch (real paths): flat ones, and each block's trees.
 
     A pattern whose wildcards span several components (``/dev/bus/usb/*/*``)
     needs its fixed directory watched recursively; any other, only that
-    directory.
+    directory. USB blocks watch ``/dev`` and ``/dev/bus/usb/*/*``.
     """
     flat: dict[str, None] = {}
-    recursive: dict[str, None] = {}
+    trees: list[Tree] = []
     for kind in kinds:
+        dirs: dict[str, None] = {}
+        patterns: list[str] = []
         for pattern in kind.paths:
             base = id_base(pattern)
             if base is None:
@@ -62,36 +86,32 @@ def watch_dirs(kinds: Sequence[Kind], roots: Roots) -> tuple[list[str], list[str
                 flat.setdefault(roots.real(directory), None)
                 continue
             rest = pattern[len(base) :].strip("/")
-            target = recursive if "/" in rest else flat
-            target.setdefault(roots.real(base), None)
+            if "/" in rest:
+                dirs.setdefault(roots.real(base), None)
+                patterns.append(pattern)
+            else:
+                flat.setdefault(roots.real(base), None)
         if kind.usb:
             flat.setdefault(roots.dev, None)
-            recursive.setdefault(f"{roots.dev}/bus/usb", None)
-    for directory in recursive:
-        flat.pop(directory, None)
-    return list(flat), list(recursive)
+            dirs.setdefault(roots.real(_USB_DIR), None)
+            patterns.append(_USB_DIR + "/*/*")
+        if dirs:
+            trees.append(Tree(kind.label, tuple(dirs), tuple(patterns), kind.max_watches))
+    return list(flat), trees
 
 
-class _ThreadSafeEvent:
-    """An asyncio.Event that any thread may set (``configure`` runs in a worker thread)."""
+def descend(tree: Tree, roots: Roots) -> Callable[[str], bool]:
+    """Which subdirectories a tree's inotify source watches: those that may lead to a
+    match, inside directories only root can write (matches anywhere else would be
+    refused, :mod:`.trust`: watching there would let any user spend root's watches)."""
 
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._event: asyncio.Event | None = None
+    def wanted(real: str) -> bool:
+        canonical = roots.canonical(real)
+        if not any(leads_to_match(p, canonical) for p in tree.patterns):
+            return False
+        return untrusted_dir(real) is None and untrusted_dir(os.path.dirname(real)) is None
 
-    def clear(self) -> None:
-        """Start waiting afresh on the running loop; read what it guards after this."""
-        self._loop = asyncio.get_running_loop()
-        self._event = asyncio.Event()
-
-    def set(self) -> None:
-        loop, event = self._loop, self._event
-        if loop is not None and event is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(event.set)
-
-    async def wait(self) -> None:
-        assert self._event is not None
-        await self._event.wait()
+    return wanted
 
 
 class EventWatch:
@@ -104,7 +124,7 @@ class EventWatch:
     def __init__(self, roots: Roots, rescan: Callable[[], None]) -> None:
         self._roots = roots
         self._rescan = rescan
-        self._changed = _ThreadSafeEvent()
+        self._changed = Wakeup()  # configure() sets it from a worker thread
 
     def reconfigured(self) -> None:
         self._changed.set()
@@ -122,12 +142,20 @@ class EventWatch:
     async def _files(self, kinds: Callable[[], Sequence[Kind]]) -> None:
         while True:
             self._changed.clear()
-            flat, recursive = watch_dirs(kinds(), self._roots)
+            flat, trees = watch_dirs(kinds(), self._roots)
             sources = []
             if flat:
                 sources.append(inotify(*flat, mask=LISTING))
-            if recursive:
-                sources.append(inotify(*recursive, recursive=True, mask=LISTING))
+            for tree in trees:
+                source = inotify(
+                    *tree.dirs,
+                    recursive=True,
+                    mask=LISTING,
+                    max_watches=tree.max_watches,
+                    one_filesystem=True,
+                    descend=descend(tree, self._roots),
+                )
+                sources.append(source)
             try:
                 async with asyncio.TaskGroup() as tasks:
                     for source in sources:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from nomad_device.model import Attribute, Device, DeviceGroup
 from nomad_device.plugins.generic.config import Kind, Settings
 from nomad_device.plugins.generic.discovery import Found
-from nomad_device.plugins.generic.health import ProbeResult
+from nomad_device.plugins.generic.probes import ProbeResult
 from nomad_device.plugins.sharing import instance_ids
 
 __all__ = ["Entry", "Snapshot", "build_groups", "common_attributes", "group_name"]

@@ -33,14 +33,13 @@ task fails clearly instead of starting without it.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 import time
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, Final
 
-from nomad_device.errors import InvalidArgument
+from nomad_device.errors import FailedPrecondition, InvalidArgument
 from nomad_device.model import DeviceGroup, DeviceGroupStats, Reservation
 from nomad_device.plugin.base import DevicePlugin
 from nomad_device.plugins.generic.config import (
@@ -52,8 +51,14 @@ from nomad_device.plugins.generic.config import (
 )
 from nomad_device.plugins.generic.discovery import Found, Scanner, ScanResult, natural_key
 from nomad_device.plugins.generic.events import EventWatch
-from nomad_device.plugins.generic.health import Prober, ProbeTarget, node_problem, probe_env
+from nomad_device.plugins.generic.health import node_problem
 from nomad_device.plugins.generic.inventory import Entry, Snapshot
+from nomad_device.plugins.generic.probes import (
+    MAX_CONCURRENT_PROBES,
+    Prober,
+    ProbeTarget,
+    probe_env,
+)
 from nomad_device.plugins.generic.reservation import reserve, rfc3339
 from nomad_device.plugins.generic.roots import Roots
 from nomad_device.plugins.generic.stats import collect
@@ -80,6 +85,8 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
     #: inotify events already: 5 ms gathers a burst without the SDK's 20 ms
     #: default showing up in how soon Nomad hears of the device.
     rescan_settle = 0.005
+    #: Probe runs take threads of their own pool, never detect's or reserve's.
+    worker_pools: ClassVar[Mapping[str, int]] = {Prober.POOL: MAX_CONCURRENT_PROBES}
 
     def __init__(self, roots: Roots | None = None) -> None:
         super().__init__()
@@ -96,9 +103,10 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self._first_kind: dict[Key, str] = {}
         self._empty: set[tuple[str, str]] = set()
         self._notes: set[str] = set()
-        self._prober = Prober(self.rescan)
-        self._timer: threading.Timer | None = None
-        self._timer_at = math.inf
+        self._refused: dict[tuple[str, str], str] = {}
+        self._usb_warned: set[str] = set()  # blocks told "no USB device matches"
+        self._prober = Prober(self, self.rescan, self.log)
+        self._rescan_at = math.inf
         self._events = EventWatch(self.roots, self.rescan)
 
     # -- config ------------------------------------------------------------------
@@ -117,6 +125,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         with self._scan_lock:
             self._settings = settings
             self.fingerprint_period = settings.period
+            self._usb_warned.clear()
         self._events.reconfigured()  # new patterns, new inotify watches
         if not settings.kinds:
             self.log.warning(
@@ -195,7 +204,8 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         for node in found.nodes:
             if problem is not None:
                 break
-            problem = node_problem(node, kind.permissions, first_kind, self.roots.canonical)
+            wanted = kind.permissions if node.is_device else "rw" if kind.writable_mounts else "r"
+            problem = node_problem(node, wanted, first_kind, self.roots.canonical)
         probe = None
         if kind.probe is not None:
             if problem is None:
@@ -227,17 +237,11 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
 
     def _arm_timer(self, deadline: float) -> None:
         """Rescan when the first vanished device's grace period ends."""
-        if deadline == self._timer_at:
+        if deadline == self._rescan_at:
             return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = deadline
+        self._rescan_at = deadline
         if deadline < math.inf:
-            timer = threading.Timer(max(0.0, deadline - time.monotonic()) + 0.01, self.rescan)
-            timer.daemon = True
-            timer.start()
-            self._timer = timer
+            self.rescan(max(0.0, deadline - time.monotonic()) + 0.01)
 
     # -- logging what changed -----------------------------------------------------------
 
@@ -251,6 +255,26 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         for note in sorted(scan.notes - self._notes):
             self.log.warning(note)
         self._notes = scan.notes
+        for (label, path), why in sorted(scan.refused.items()):
+            if self._refused.get((label, path)) != why:
+                self.log.warning(
+                    f"{path} is not offered: {why}", extra={"device": label, "path": path}
+                )
+        self._refused = scan.refused
+        # Once per block and config: an unplugged device says "device gone" already.
+        for label in sorted(scan.usb_unmatched - self._usb_warned):
+            if scan.usb_bus:
+                self.log.warning(
+                    "no USB device matches (yet); its devices appear when one is plugged in",
+                    extra={"device": label},
+                )
+            else:
+                self.log.warning(
+                    "no USB device matches: this host has no USB bus"
+                    f" ({self.roots.sys}/bus/usb does not exist)",
+                    extra={"device": label},
+                )
+        self._usb_warned |= scan.usb_unmatched
         before = {e.key: e for e in previous.entries}
         after = {e.key: e for e in current.entries}
         lines: list[tuple[str, str, Entry, str]] = []
@@ -290,22 +314,20 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
     # -- background work ----------------------------------------------------------------
 
     async def watch(self) -> None:
-        """Probes on their intervals, and a rescan whenever the system says something changed.
+        """A rescan whenever the system says something changed (see :mod:`.events`).
 
-        Runs while a Fingerprint stream is open; see :mod:`.events`.
+        Runs while a Fingerprint stream is open. Probes are not in here: they
+        are the plugin's for its whole life (:mod:`.probes`).
         """
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self._prober.run(), name="probes")
-            tasks.create_task(self._events.run(self._watched_kinds), name="events")
+        await self._events.run(self._watched_kinds)
 
     def _watched_kinds(self) -> Sequence[Kind]:
         settings = self._settings
         return settings.kinds if settings is not None else ()
 
     def close(self) -> None:
-        """At exit: no rescan is due any more."""
-        if self._timer is not None:
-            self._timer.cancel()
+        """At exit: every probe's process tree ends (the SDK cancels our timers)."""
+        self._prober.close()
 
     # -- reserve and stats ----------------------------------------------------------------
 
@@ -314,6 +336,18 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         with self._lock:
             snapshot = self._snapshot
         reservation, entries = reserve(snapshot, device_ids)
+        changed = [
+            why
+            for entry in entries
+            for node in entry.found.nodes
+            if node.kind != "missing"
+            and (why := self._scanner.recheck(node, entry.kind.paths)) is not None
+        ]
+        if changed:
+            self.rescan()  # tell Nomad what is there now
+            raise FailedPrecondition(
+                "cannot grant what changed since the last scan: " + "; ".join(changed)
+            )
         with self._lock:
             for entry in entries:
                 self._reservations[entry.key] = self._reservations.get(entry.key, 0) + 1

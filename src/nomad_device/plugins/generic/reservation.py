@@ -8,7 +8,8 @@ many of its shared instances were asked for):
   exec and docker drivers turn it into a device cgroup rule and a node in the
   task;
 - any other path (a file, a directory, a socket matched by a glob) becomes a
-  bind mount, read-only unless the permissions include ``w``.
+  bind mount, read-only unless the block's ``permissions`` are set and
+  include ``w`` (the default, ``rw``, is for device nodes only).
 
 Task paths: by default the ``/dev/...`` path the device was matched by (a
 by-id link's own path). A ``task_path`` ending in ``/`` is a directory that
@@ -106,8 +107,7 @@ def reserve(snapshot: Snapshot, device_ids: Sequence[str]) -> tuple[Reservation,
                 if node.is_device:
                     specs.append(DeviceSpec(task_path, node.resolved, kind.permissions))
                 else:
-                    read_only = "w" not in kind.permissions
-                    mounts.append(Mount(task_path, node.resolved, read_only))
+                    mounts.append(Mount(task_path, node.resolved, not kind.writable_mounts))
         prefix = kind.env_prefix
         envs[prefix + "IDS"] = ",".join(e.found.id for e in members)
         envs[prefix + "PATHS"] = ",".join(primaries)

@@ -11,6 +11,8 @@ Config patterns under ``/dev`` are looked up under the dev root; task paths
 and log messages keep the ``/dev/...`` form, while host paths (what the task
 driver opens) are the real ones under the root. Environment variables rather
 than config keys, so that the schema operators see has no test-only knobs.
+A root set this way stands for ``/dev`` or ``/sys`` in the safety rules too
+(:mod:`.trust`): it is judged like ``/dev``, the directories above it are not.
 """
 
 from __future__ import annotations

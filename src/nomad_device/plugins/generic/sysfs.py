@@ -32,6 +32,7 @@ __all__ = [
     "UsbDevice",
     "UsbNode",
     "read_attr",
+    "usb_bus_present",
     "usb_devices",
     "usb_nodes",
 ]
@@ -148,6 +149,12 @@ def _usb_device(path: str, sysname: str) -> UsbDevice | None:
     )
 
 
+def usb_bus_present(roots: Roots) -> bool:
+    """Whether the kernel has a USB bus at all (no ``/sys/bus/usb``: no USB support
+    built in or loaded, or a VM without a USB controller)."""
+    return os.path.isdir(os.path.join(roots.sys, "bus", "usb"))
+
+
 def usb_devices(roots: Roots) -> list[UsbDevice]:
     """Every USB device plugged in, by port path; interfaces and unreadable ones skipped."""
     base = os.path.join(roots.sys, "bus", "usb", "devices")
@@ -257,6 +264,15 @@ class SysfsCache:
         info = NodeInfo(devdir, _subsystem(devdir), self.pci_bus_id(devdir), self._usb(devdir))
         self._cache[(kind, major, minor)] = ((target, stamp), info)
         return info
+
+    def devname(self, kind: str, major: int, minor: int) -> str | None:
+        """The kernel's name for a node (``ttyUSB0``, ``bus/usb/001/004``), relative to
+        /dev: ``DEVNAME`` in ``/sys/dev/<kind>/<major>:<minor>/uevent``; None if unknown."""
+        name = _uevent(f"{self.roots.sys}/dev/{kind}/{major}:{minor}").get("DEVNAME", "")
+        parts = name.split("/")
+        if not name or name.startswith("/") or ".." in parts or "" in parts:
+            return None  # not a name under /dev
+        return name
 
     def forget(self) -> None:
         self._cache.clear()

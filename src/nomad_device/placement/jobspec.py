@@ -29,10 +29,22 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Final
 
-from nomad_device.cli.check import jsonpos
-from nomad_device.cli.check.model import Affinity, Constraint, DeviceRequest, Job, Task, TaskGroup
-from nomad_device.cli.check.operators import AFFINITY_OPERATORS, compile_regexp
-from nomad_device.cli.check.version import parse_constraint
+from nomad_device.placement import jsonpos
+from nomad_device.placement.model import (
+    Affinity,
+    Constraint,
+    DeviceRequest,
+    Job,
+    Numa,
+    Task,
+    TaskGroup,
+)
+from nomad_device.placement.operators import (
+    AFFINITY_OPERATORS,
+    CONSTRAINT_OPERATORS,
+    compile_regexp,
+)
+from nomad_device.placement.version import parse_constraint
 
 __all__ = ["RENDER_HINT", "JobError", "load_job", "parse_job_text"]
 
@@ -87,9 +99,13 @@ class JobError(ValueError):
 
 
 def load_job(
-    path: str, variables: list[str] | None = None, var_files: list[str] | None = None
+    path: str,
+    variables: list[str] | None = None,
+    var_files: list[str] | None = None,
+    *,
+    enterprise: bool = False,
 ) -> Job:
-    """Read a job file (``-`` for stdin)."""
+    """Read a job file (``-`` for stdin); ``enterprise``: as Nomad Enterprise takes it."""
     if variables or var_files:
         flag = "-var" if variables else "-var-file"
         raise JobError(
@@ -108,15 +124,15 @@ def load_job(
             raise JobError(f"{path}: cannot read: {exc.strerror or exc}") from None
         except UnicodeDecodeError:
             raise JobError(f"{path}: not UTF-8 text") from None
-    return parse_job_text(text, origin)
+    return parse_job_text(text, origin, enterprise=enterprise)
 
 
-def parse_job_text(text: str, origin: str) -> Job:
+def parse_job_text(text: str, origin: str, *, enterprise: bool = False) -> Job:
     if text.lstrip(" ").startswith("{"):
         job = _JsonJob(origin).read(text)
     else:
         job = _HclJob(origin, text).read()
-    _validate(job, origin)
+    _validate(job, origin, enterprise)
     return job
 
 
@@ -167,7 +183,10 @@ def constraint_problems(c: Constraint) -> list[str]:
         if c.rtarget:
             problems.append(f"operator {c.operand!r} does not take a value")
     elif c.operand not in AFFINITY_OPERATORS:
-        problems.append(f"unknown constraint type {c.operand!r}")
+        problems.append(
+            f"unknown constraint type {c.operand!r} (the operators on a device: "
+            f"{', '.join(CONSTRAINT_OPERATORS)})"
+        )
     else:
         problems += _operand_problems("constraint", c.operand, c.rtarget)
     if not c.ltarget:
@@ -183,7 +202,10 @@ def affinity_problems(a: Affinity) -> list[str]:
     if not a.operand:
         problems.append("missing affinity operand")
     elif a.operand not in AFFINITY_OPERATORS:
-        problems.append(f"unknown affinity operator {a.operand!r}")
+        problems.append(
+            f"unknown affinity operator {a.operand!r} (the operators of an affinity: "
+            f"{', '.join(AFFINITY_OPERATORS)})"
+        )
     else:
         problems += _operand_problems("affinity", a.operand, a.rtarget)
     if not a.ltarget:
@@ -195,9 +217,37 @@ def affinity_problems(a: Affinity) -> list[str]:
     return problems
 
 
-def _validate(job: Job, origin: str) -> None:
+def _validate_numa(group: TaskGroup, task: Task, origin: str, enterprise: bool) -> None:
+    """``Resources.Validate`` and ``NUMA.Validate``, then the CE job hook."""
+    numa = task.numa
+    if numa is None:
+        return
+    where = numa.where or origin
+    field = f'group "{group.name}" task "{task.name}" numa'
+    if numa.affinity not in ("none", "prefer", "require"):
+        raise JobError(f"{where}: {field}: numa affinity must be one of none, prefer, or require")
+    names = {r.name for r in task.devices}
+    for name in numa.devices:
+        if name not in names:
+            raise JobError(f"{where}: {field}: numa device {name!r} not requested as task resource")
+    if not numa.requested:
+        return
+    if not enterprise:
+        raise JobError(
+            f"{where}: {field}: numa scheduling requires Nomad Enterprise (Nomad CE refuses the "
+            "job when it is registered); with --enterprise, check applies Enterprise's rules"
+        )
+    if numa.devices and numa.affinity != "require":
+        raise JobError(
+            f'{where}: {field}: numa devices may only be given with affinity = "require" '
+            "(Nomad Enterprise's documentation)"
+        )
+
+
+def _validate(job: Job, origin: str, enterprise: bool = False) -> None:
     for group in job.groups:
         for task in group.tasks:
+            _validate_numa(group, task, origin, enterprise)
             for req in task.devices:
                 where = req.where or origin
                 field = f'group "{group.name}" task "{task.name}" device "{req.name}"'
@@ -305,7 +355,11 @@ class _JsonJob:
                 tpath = f"{gpath}.Tasks[{ti}]"
                 self.obj(t, tpath)
                 tasks.append(
-                    Task(self.string(t.get("Name"), f"{tpath}.Name"), self.devices(t, tpath))
+                    Task(
+                        self.string(t.get("Name"), f"{tpath}.Name"),
+                        self.devices(t, tpath),
+                        self.numa(t, tpath),
+                    )
                 )
             count_node = g.get("Count")
             count = (
@@ -325,6 +379,22 @@ class _JsonJob:
             self.origin,
             self.string(job.get("Type"), f"{path}.Type") or "service",
         )
+
+    def numa(self, task: jsonpos.Located, tpath: str) -> Numa | None:
+        res = task.get("Resources")
+        if res is None or not isinstance(res.value, dict):
+            return None
+        node = res.get("NUMA")
+        if node is None or node.value is None:
+            return None
+        path = f"{tpath}.Resources.NUMA"
+        self.obj(node, path)
+        devices = [
+            self.string(d, f"{path}.Devices[{i}]")
+            for i, d in enumerate(self.items(node.get("Devices"), f"{path}.Devices"))
+        ]
+        affinity = self.string(node.get("Affinity"), f"{path}.Affinity") or "none"
+        return Numa(affinity, tuple(devices), f"{self.origin}:{node.line}")
 
     def devices(self, task: jsonpos.Located, tpath: str) -> tuple[DeviceRequest, ...]:
         res = task.get("Resources")
@@ -535,6 +605,7 @@ class _HclJob:
 
     def task(self, name: str, body: Any) -> Task:
         devices: list[DeviceRequest] = []
+        numa = None
         for kind, key, _labels, value, _node in self.items(body):
             if kind == "block" and key == "resources":
                 for k2, key2, labels2, value2, node2 in self.items(value):
@@ -544,7 +615,23 @@ class _HclJob:
                                 node2, 'a device block takes one label: device "<name>" { }'
                             )
                         devices.append(self.device(labels2[0], value2, node2))
-        return Task(name, tuple(devices))
+                    elif k2 == "block" and key2 == "numa":
+                        if numa is not None:
+                            raise self.fail(node2, "only one numa block is allowed in resources")
+                        numa = self.numa(value2, node2)
+        return Task(name, tuple(devices), numa)
+
+    def numa(self, body: Any, node: Any) -> Numa:
+        got = self.settings(body, frozenset({"affinity", "devices"}), "numa")
+        affinity = self.setting_text(got, "affinity") or "none"
+        devices: list[str] = []
+        if "devices" in got:
+            value, item = got["devices"]
+            listed = self.value(value)
+            if not isinstance(listed, list) or not all(isinstance(d, str) for d in listed):
+                raise self.fail(item, "numa: devices must be a list of strings")
+            devices = listed
+        return Numa(affinity, tuple(devices), f"{self.origin}:{_line(node)}")
 
     def device(self, name: str, body: Any, node: Any) -> DeviceRequest:
         count = 1

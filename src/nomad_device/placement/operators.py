@@ -18,15 +18,16 @@ Every check also says *why* it is false, for the explanation.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from nomad_device.cli.check.attribute import Attribute, NaNComparison, parse_attribute
-from nomad_device.cli.check.version import parse_constraint, parse_version
+from nomad_device.placement.attribute import Attribute, NaNComparison, parse_attribute
+from nomad_device.placement.version import parse_constraint, parse_version
 
 if TYPE_CHECKING:
-    from nomad_device.cli.check.model import NodeDevices
+    from nomad_device.placement.model import NodeDevices
 
 __all__ = [
     "AFFINITY_OPERATORS",
@@ -71,13 +72,15 @@ class Target:
     found: bool
     #: What the side names on the device (``memory``, ``model``); None for a literal.
     label: str | None = None
+    #: For a missing attribute: the group's attributes, to suggest one.
+    known: tuple[str, ...] = ()
 
     def describe(self) -> str:
         if self.label is None:
             return self.value.text() if self.value is not None else self.text
         if not self.found:
             if self.text.startswith("${device.attr."):
-                return f"{self.label} is not set"
+                return f"{self.label} is not set{_suggestion(self.label, self.known)}"
             return f"{self.text} is not a device value Nomad knows (it is always missing)"
         assert self.value is not None
         return f"{self.label} = {self.value.text()}"
@@ -101,8 +104,22 @@ def resolve(target: str, device: NodeDevices) -> Target:
     if target.startswith("${device.attr."):
         name = target.removeprefix("${device.attr.").removesuffix("}")
         attr = device.attributes.get(name)
-        return Target(target, attr, attr is not None, name)
+        if attr is None:
+            return Target(target, None, False, name, tuple(device.attributes))
+        return Target(target, attr, True, name)
     return Target(target, None, False, target)
+
+
+def _suggestion(name: str, known: tuple[str, ...]) -> str:
+    """``; did you mean "subsystem"?``, or the attributes the group has."""
+    if not known:
+        return " (the group has no attributes)"
+    near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if near:
+        return f' (did you mean "{near[0]}"?)'
+    names = sorted(known)
+    shown = ", ".join(names[:10]) + (f", ... ({len(names)} in all)" if len(names) > 10 else "")
+    return f" (the group has {shown})"
 
 
 def compile_regexp(pattern: str) -> object:
@@ -110,7 +127,7 @@ def compile_regexp(pattern: str) -> object:
     try:
         import re2
     except ImportError:
-        from nomad_device.cli.hclconfig import CLI_EXTRA_HINT
+        from nomad_device.wire.agentfile import CLI_EXTRA_HINT
 
         raise ValueError(
             f"regexp constraints need google-re2 (Go's regexp syntax): {CLI_EXTRA_HINT}"

@@ -9,19 +9,37 @@ of a class can decide for another; where that matters it is said.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, replace
 
-from nomad_device.cli.check.model import Allocation, Job, Node, TaskGroup
-from nomad_device.cli.check.scheduler import NodeVerdict, check_node, requests_of
+from nomad_device.placement.model import Allocation, Job, Node, TaskGroup
+from nomad_device.placement.scheduler import (
+    Judgements,
+    NodeVerdict,
+    check_node,
+    first_success,
+    requests_of,
+)
 
-__all__ = ["GroupReport", "NodeEntry", "Report", "evaluate_job", "node_skip_reason"]
+__all__ = [
+    "GroupReport",
+    "NodeEntry",
+    "Report",
+    "class_candidates",
+    "evaluate_job",
+    "node_skip_reason",
+]
 
 
 def _glob(pattern: str, text: str) -> bool:
     """ryanuber/go-glob: ``*`` matches any run of characters; nothing else is special."""
-    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
-    return re.fullmatch(regex, text, re.DOTALL) is not None
+    return _compiled(pattern).fullmatch(text) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
 
 
 def node_skip_reason(node: Node, job: Job, *, filters: bool) -> str:
@@ -87,7 +105,18 @@ class Report:
         return all(g.places for g in self.groups)
 
 
-def evaluate_job(job: Job, nodes: list[Node], source: str, *, filters: bool = True) -> Report:
+def evaluate_job(
+    job: Job,
+    nodes: list[Node],
+    source: str,
+    *,
+    filters: bool = True,
+    enterprise: bool = False,
+    judge: Judgements | None = None,
+) -> Report:
+    """Judge every task group of the job on every node (``enterprise``: Nomad
+    Enterprise's NUMA rules; Nomad CE refuses a job that asks for NUMA)."""
+    judge = judge or Judgements()
     groups = []
     for group in job.groups:
         report = GroupReport(group)
@@ -95,16 +124,23 @@ def evaluate_job(job: Job, nodes: list[Node], source: str, *, filters: bool = Tr
             skip = node_skip_reason(node, job, filters=filters)
             entry = NodeEntry(node, skip)
             if not skip and report.asks:
-                entry.verdict = check_node(group, node)
+                entry.verdict = check_node(group, node, enterprise=enterprise, judge=judge)
                 if group.count > 1 and entry.verdict.successes:
-                    entry.capacity = capacity(group, node)
+                    entry.capacity = capacity(group, node, enterprise=enterprise, judge=judge)
             report.entries.append(entry)
         _class_cache(report)
         groups.append(report)
     return Report(job, source, groups)
 
 
-def capacity(group: TaskGroup, node: Node, limit: int | None = None) -> int:
+def capacity(
+    group: TaskGroup,
+    node: Node,
+    limit: int | None = None,
+    *,
+    enterprise: bool = False,
+    judge: Judgements | None = None,
+) -> int:
     """How many allocations of the group fit on the node together.
 
     Nomad places a group's allocations one after another, each seeing the
@@ -116,10 +152,9 @@ def capacity(group: TaskGroup, node: Node, limit: int | None = None) -> int:
     placed = 0
     while placed < wanted:
         trial = replace(node, allocations=[*node.allocations, *held])
-        verdict = check_node(group, trial)
-        if not verdict.successes:
+        leaf = first_success(group, trial, enterprise=enterprise, judge=judge)
+        if leaf is None:
             break
-        leaf = verdict.successes[0]
         devices: dict[tuple[str, str, str], tuple[str, ...]] = {}
         for p in leaf.picks:
             devices[p.device.key] = devices.get(p.device.key, ()) + p.ids
@@ -154,3 +189,40 @@ def _class_cache(report: GroupReport) -> None:
                 f'{names} first it skips this node too ("computed class ineligible")'
             )
             e.verdict.outcome = "may"
+
+
+def _class_signature(node: Node) -> tuple[object, ...]:
+    """What of ``Node.ComputeClass``'s input a node list shows (its attributes and meta
+    are not shown): nodes that differ here never share a computed class."""
+    devices = tuple(
+        (
+            d.vendor,
+            d.type,
+            d.name,
+            tuple(sorted((k, a) for k, a in d.attributes.items() if not k.startswith("unique."))),
+        )
+        for d in node.devices
+    )
+    return (node.datacenter, node.node_class, node.node_pool, devices)
+
+
+def class_candidates(
+    job: Job, nodes: list[Node], *, filters: bool = True, judge: Judgements | None = None
+) -> list[str]:
+    """The nodes whose ``ComputedClass`` can change a verdict: each considered node that
+    Nomad's device check can filter, and the considered nodes that may share its class."""
+    judge = judge or Judgements()
+    considered = [n for n in nodes if not node_skip_reason(n, job, filters=filters)]
+    groups = [g for g in job.groups if any(t.devices for t in g.tasks)]
+    failing = [n for n in considered if any(False in judge.feasible(g, n) for g in groups)]
+    if not failing:
+        return []  # no node can be filtered: no class can carry a failure to another
+    buckets: dict[tuple[object, ...], list[Node]] = {}
+    for n in considered:
+        buckets.setdefault(_class_signature(n), []).append(n)
+    wanted: dict[str, None] = {}
+    for n in failing:
+        mates = buckets[_class_signature(n)]
+        if len(mates) > 1:
+            wanted.update(dict.fromkeys(m.id for m in mates))
+    return list(wanted)

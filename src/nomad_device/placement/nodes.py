@@ -12,10 +12,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nomad_device.cli.check import jsonpos
-from nomad_device.cli.check.attribute import Attribute
-from nomad_device.cli.check.model import Allocation, Instance, Node, NodeDevices
 from nomad_device.model import DeviceGroup
+from nomad_device.placement import jsonpos
+from nomad_device.placement.attribute import Attribute
+from nomad_device.placement.model import (
+    Allocation,
+    Instance,
+    Node,
+    NodeDevices,
+    Topology,
+)
 
 __all__ = ["NodeError", "allocation_from_json", "load_nodes", "node_from_groups", "node_from_json"]
 
@@ -29,7 +35,16 @@ class _Fields:
         self.origin = origin
 
     def fail(self, node: jsonpos.Located, path: str, message: str) -> NodeError:
-        return NodeError(f"{self.origin}:{node.line}: {path}: {message}")
+        line = f":{node.line}" if node.line else ""
+        return NodeError(f"{self.origin}{line}: {path}: {message}")
+
+    def whole(self, node: jsonpos.Located, path: str) -> int:
+        value = node.value
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(node, path, f"want a whole number, found {node.kind}")
+        return value
 
     def string(self, parent: jsonpos.Located, name: str, path: str) -> str:
         node = parent.get(name)
@@ -97,6 +112,52 @@ class _Fields:
         )
 
 
+def _topology(f: _Fields, res: jsonpos.Located, rpath: str) -> Topology | None:
+    """``NodeResources.Processors.Topology`` as the API writes it (``numaTopoExt``: the
+    ``Nodes``; ``Cores`` and ``Distances`` are not needed), and ``BusAssociativity``
+    where a source has it."""
+    proc = res.get("Processors")
+    if proc is None or proc.value is None:
+        return None
+    ppath = f"{rpath}.Processors"
+    f.obj(proc, ppath)
+    top = proc.get("Topology")
+    if top is None or top.value is None:
+        return None
+    tpath = f"{ppath}.Topology"
+    f.obj(top, tpath)
+    nodes = tuple(
+        f.whole(n, f"{tpath}.Nodes[{i}]") for i, n in enumerate(f.items(top, "Nodes", tpath))
+    )
+    bus: dict[str, int] | None = None
+    raw = top.get("BusAssociativity")
+    if raw is not None and raw.value is not None:
+        bus = {
+            key: f.whole(value, f"{tpath}.BusAssociativity[{key!r}]")
+            for key, value in f.mapping(top, "BusAssociativity", tpath).items()
+        }
+        problem = bus_problem(bus)
+        if problem:
+            raise f.fail(raw, f"{tpath}.BusAssociativity", problem)
+    return Topology(nodes, bus)
+
+
+def bus_problem(bus: dict[str, int]) -> str:
+    """Two keys that ``equalBusID`` takes for one bus, on two NUMA nodes: Nomad would pick
+    one at random (sysfs never has them; a hand-written file might)."""
+    seen: dict[str, tuple[str, int]] = {}
+    for key, node in bus.items():
+        trimmed = key.lstrip("0")
+        other = seen.get(trimmed)
+        if other is not None and other[1] != node:
+            return (
+                f"{other[0]!r} and {key!r} are one bus to Nomad (equalBusID) on two NUMA "
+                f"nodes ({other[1]} and {node})"
+            )
+        seen[trimmed] = (key, node)
+    return ""
+
+
 def _devices(f: _Fields, node: jsonpos.Located, path: str) -> list[NodeDevices]:
     res = node.get("NodeResources")
     if res is None or res.value is None:
@@ -114,7 +175,7 @@ def _devices(f: _Fields, node: jsonpos.Located, path: str) -> list[NodeDevices]:
             locality = inst.get("Locality")
             bus = None
             if locality is not None and isinstance(locality.value, dict):
-                bus = f.string(locality, "PciBusID", f"{ipath}.Locality") or None
+                bus = f.string(locality, "PciBusID", f"{ipath}.Locality")
             instances.append(
                 Instance(
                     f.string(inst, "ID", ipath),
@@ -146,6 +207,14 @@ def node_from_json(
     f = _Fields(origin)
     f.obj(node, path)
     node_id = f.string(node, "ID", path)
+    if not node_id and node.get("NodeResources") is None and node.get("Instances") is not None:
+        raise f.fail(
+            node,
+            path,
+            "this is a device group of a plugin's fingerprint (`fingerprint --json`), not a "
+            "node: give check the plugin itself (check JOB [-c agent.hcl] PLUGIN), or a node "
+            "as Nomad shows it (`nomad node status -json <id>`, /v1/node/<id>)",
+        )
     if not node_id and node.get("NodeResources") is None:
         raise f.fail(node, path, "not a Nomad node (no ID and no NodeResources)")
     if not stub_ok and node.get("NodeResources") is None:
@@ -156,6 +225,10 @@ def node_from_json(
             "ID); use `nomad node status -json <id>` or /v1/node/<id>",
         )
     drain_strategy = node.get("DrainStrategy")
+    res = node.get("NodeResources")
+    topology = None
+    if res is not None and isinstance(res.value, dict):
+        topology = _topology(f, res, f"{path}.NodeResources")
     return Node(
         id=node_id,
         name=f.string(node, "Name", path),
@@ -167,7 +240,9 @@ def node_from_json(
         draining=bool(f.boolean(node, "Drain", path))
         or (drain_strategy is not None and drain_strategy.value is not None),
         computed_class=f.string(node, "ComputedClass", path),
+        node_class=f.string(node, "NodeClass", path),
         origin=origin,
+        topology=topology,
     )
 
 
@@ -231,8 +306,11 @@ def allocation_from_json(alloc: jsonpos.Located, origin: str, path: str) -> Allo
     )
 
 
-def node_from_groups(groups: Sequence[DeviceGroup], name: str) -> Node:
-    """The node a Nomad client would register with this plugin's first fingerprint."""
+def node_from_groups(
+    groups: Sequence[DeviceGroup], name: str, topology: Topology | None = None
+) -> Node:
+    """The node a Nomad client would register with this plugin's first fingerprint
+    (``topology``: the host's, for NUMA; see ``hosttopology.py``)."""
     devices = [
         NodeDevices(
             g.vendor,
@@ -243,4 +321,6 @@ def node_from_groups(groups: Sequence[DeviceGroup], name: str) -> Node:
         )
         for g in groups
     ]
-    return Node(id=name, name=name, devices=devices, datacenter="", origin="plugin")
+    return Node(
+        id=name, name=name, devices=devices, datacenter="", origin="plugin", topology=topology
+    )

@@ -7,8 +7,9 @@ Field names follow Nomad's structs (``RequestedDevice``, ``NodeDeviceResource``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from nomad_device.cli.check.attribute import Attribute
+from nomad_device.placement.attribute import Attribute
 
 __all__ = [
     "Affinity",
@@ -19,8 +20,11 @@ __all__ = [
     "Job",
     "Node",
     "NodeDevices",
+    "Numa",
     "Task",
     "TaskGroup",
+    "Topology",
+    "equal_bus_id",
     "request_id",
 ]
 
@@ -67,9 +71,26 @@ def request_id(name: str) -> tuple[str, str, str]:
 
 
 @dataclass(frozen=True)
+class Numa:
+    """A task's ``resources { numa { affinity devices } }`` (``structs.NUMA``)."""
+
+    affinity: str = "none"
+    #: Request names, each one of the task's ``device`` blocks.
+    devices: tuple[str, ...] = ()
+    #: Where the block was written, for messages (``job.hcl:12``).
+    where: str = ""
+
+    @property
+    def requested(self) -> bool:
+        """``NUMA.Requested``: "prefer" or "require"."""
+        return self.affinity not in ("none", "")
+
+
+@dataclass(frozen=True)
 class Task:
     name: str
     devices: tuple[DeviceRequest, ...] = ()
+    numa: Numa | None = None
 
 
 @dataclass(frozen=True)
@@ -90,12 +111,43 @@ class Job:
     type: str = "service"
 
 
-@dataclass(frozen=True)
-class Instance:
+class Instance(NamedTuple):
+    """One device of a group (a tuple: a fleet has hundreds of thousands of them)."""
+
     id: str
     healthy: bool = True
     health_description: str = ""
+    #: ``Locality.PciBusID``; None when the instance has no ``Locality``.
     pci_bus_id: str | None = None
+
+
+def equal_bus_id(a: str, b: str) -> bool:
+    """``equalBusID`` (scheduler/feasible/device.go): leading zeros trimmed, then an exact,
+    case-sensitive compare, so ``00000000:3b:00.0`` is ``0000:3b:00.0`` but not ``...:3B:...``."""
+    return a == b or a.lstrip("0") == b.lstrip("0")
+
+
+@dataclass(frozen=True)
+class Topology:
+    """``NodeResources.Processors.Topology``: the NUMA nodes, and which NUMA node each PCI
+    bus is attached to (its cores are not read: which cores a task gets is not modelled)."""
+
+    nodes: tuple[int, ...] = ()
+    #: ``BusAssociativity`` (sysfs bus address -> NUMA node), or None where the source
+    #: does not carry it: Nomad v2.0.5's HTTP API leaves it out of a node's JSON.
+    bus: dict[str, int] | None = None
+
+    def numa_node_of(self, bus_id: str) -> int | None:
+        """The NUMA node of a device's bus, as ``memoryNodeMatcher`` finds it (None: none)."""
+        if self.bus is None:
+            return None
+        found = self.bus.get(bus_id)
+        if found is not None:
+            return found
+        for key, node in self.bus.items():
+            if equal_bus_id(key, bus_id):
+                return node
+        return None
 
 
 @dataclass(frozen=True)
@@ -153,7 +205,10 @@ class Node:
     eligibility: str = "eligible"
     draining: bool = False
     computed_class: str = ""
+    #: ``NodeClass``, the operator's word (part of the computed class).
+    node_class: str = ""
     allocations: list[Allocation] = field(default_factory=list)
+    topology: Topology | None = None
     #: Where the node came from (a file, the cluster, a plugin), for messages.
     origin: str = ""
 

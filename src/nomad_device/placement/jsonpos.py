@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["JSONError", "Located", "parse"]
+__all__ = ["JSONError", "Located", "from_plain", "parse"]
 
 
 class JSONError(ValueError):
@@ -160,8 +160,21 @@ class _Reader:
 def parse(text: str) -> Located:
     """Parse one JSON document; raise :class:`JSONError` with line and column."""
     reader = _Reader(text)
-    result = reader.value()
+    try:
+        result = reader.value()
+    except RecursionError:
+        raise reader.fail("nested too deeply to read") from None
     reader.skip()
     if reader.pos != len(text):
         raise reader.fail("extra data after the JSON value")
     return result
+
+
+def from_plain(value: Any) -> Located:
+    """Already decoded JSON as :class:`Located` values with no line (0), for the readers
+    that name fields in their messages when no line is worth keeping (one-line API answers)."""
+    if isinstance(value, dict):
+        return Located({k: from_plain(v) for k, v in value.items()}, 0)
+    if isinstance(value, list):
+        return Located([from_plain(v) for v in value], 0)
+    return Located(value, 0)
