@@ -84,7 +84,7 @@ def test_hcl_null_is_refused_as_the_agent_refuses_it() -> None:
         decode_hcl(EXAMPLE, "    dir = null")
     message = str(raised.value)
     assert message.startswith("agent.hcl:3: invalid HCL, the agent refuses to start: At 3:11: ")
-    assert "Unknown token: {Type:IDENT Pos:3:11 Text:null JSON:false}" in message
+    assert "Unknown token: 3:11 IDENT null" in message
     assert "hint: HCL 1 has no null: leave the setting out to get its default" in message
 
 

@@ -81,7 +81,7 @@ EVIDENCE: dict[str, tuple[str, str]] = {
     "unstable_ids": ("stable-ids", "before only: acme/widget/w1000"),
     "bad_version": ("plugin-info", "'latest'"),
     # The failing config is printed, ready to try on an agent.
-    "unsafe_schema": ("schema-safe", '    slot "a" {\n        names = ["x"]\n      }\n      slot "b" {'),
+    "unsafe_schema": ("schema-safe", '    slot "a" {\n      names = ["x"]\n    }\n    slot "b" {'),
 }
 
 

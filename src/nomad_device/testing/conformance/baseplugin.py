@@ -127,8 +127,7 @@ def schema_safe(suite: Suite, spec: Any) -> None:
     evidence = []
     for hazard in found:
         evidence.append(f"{hazard.where}: {hazard.problem} (crashes {hazard.when})")
-        evidence.append("this agent config crashes the agent:")
-        evidence += [f"  {line}" for line in hazard.config.rstrip("\n").split("\n")]
+        evidence.append("this agent config crashes the agent:\n" + hazard.config.rstrip("\n"))
         evidence.append(f"panic: {hazard.panic[:300]}")
     always = [h.where for h in found if h.when == schemasafety.ALWAYS]
     summary = (
