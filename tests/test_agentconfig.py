@@ -15,7 +15,15 @@ import pytest
 from nomad_device.config import config_spec, decode_config
 from nomad_device.plugins.generic.config import DeviceBlock, GenericConfig
 from nomad_device.wire import agentconfig, hclspec, schemasafety
-from nomad_device.wire.hclspec import Attr, BlockAttrs, BlockList, BlockMap, Default, Literal, Object
+from nomad_device.wire.hclspec import (
+    Attr,
+    BlockAttrs,
+    BlockList,
+    BlockMap,
+    Default,
+    Literal,
+    Object,
+)
 
 GENERIC = config_spec(GenericConfig)
 LABEL = "nomad-device-generic"
@@ -26,7 +34,9 @@ OLD_DEVICE = Object(
     {
         "paths": Default(Attr("paths", "list(string)"), Literal("[]")),
         "share": Default(Attr("share", "number"), Literal("1")),
-        "usb": BlockList("usb", Object({"vendor_id": Default(Attr("vendor_id", "string"), Literal('""'))})),
+        "usb": BlockList(
+            "usb", Object({"vendor_id": Default(Attr("vendor_id", "string"), Literal('""'))})
+        ),
     }
 )
 OLD_GENERIC = Object({"device": BlockMap("device", ["name"], OLD_DEVICE)})
@@ -93,7 +103,7 @@ def test_the_workaround_from_the_issue_starts_an_agent_with_the_old_schema() -> 
         'attributes {\n speed = "4 GiB"\n }',
         "group_per_device = true",
         "share = 3",
-        "usb {\n vendor_id = \"1a86\"\n }\n usb {\n vendor_id = \"0403\"\n }",
+        'usb {\n vendor_id = "1a86"\n }\n usb {\n vendor_id = "0403"\n }',
     ],
     ids=["probe", "env", "attributes", "group_per_device", "share", "two usb"],
 )
@@ -108,7 +118,9 @@ def test_any_inside_a_block_map_crashes_on_every_config() -> None:
     spec = Object({"m": BlockMap("m", ["n"], Object({"x": Attr("x", "any")}))})
     result = agentconfig.from_agent_text(agent(label="p"), spec, "p")
     assert result.outcome == "panic"
-    assert result.messages == ("cty.DynamicPseudoType attributes may not be used inside a BlockMapSpec",)
+    assert result.messages == (
+        "cty.DynamicPseudoType attributes may not be used inside a BlockMapSpec",
+    )
     assert "No config avoids it" in result.explanation
 
 
@@ -170,7 +182,9 @@ def test_json_agent_file_nested_blocks_in_the_object_form_are_refused() -> None:
 
 
 def test_two_plugin_blocks_with_one_label_the_last_wins_whole() -> None:
-    first = agent(KVM).replace('  config {', '  args = ["-v"]\n  config {\n    fingerprint_period = "1s"')
+    first = agent(KVM).replace(
+        "  config {", '  args = ["-v"]\n  config {\n    fingerprint_period = "1s"'
+    )
     second = agent('device "null" {\n paths = ["/dev/null"]\n }')
     result = agentconfig.from_agent_text(first + second, GENERIC, LABEL)
     got = value(result)

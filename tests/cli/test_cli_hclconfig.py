@@ -123,8 +123,8 @@ def test_lines_are_kept_for_messages() -> None:
         ("a = 1 + 2", r"agent\.hcl:3: .*got: ADD"),
         (
             "a = 99999999999999999999",
-            r'agent\.hcl: the agent refuses to start: failed to decode HCL file: strconv\.ParseInt: '
-            r'parsing "99999999999999999999": value out of range',
+            r"agent\.hcl: the agent refuses to start: failed to decode HCL file: "
+            r'strconv\.ParseInt: parsing "99999999999999999999": value out of range',
         ),
         ('a = "\\q"', r"agent\.hcl:3: .*At 3:11: illegal char escape"),
     ],
@@ -178,7 +178,9 @@ def test_a_second_plugin_block_with_the_same_label_replaces_the_first_whole() ->
 def test_keys_a_plugin_block_does_not_know_are_ignored_by_the_agent_with_a_warning() -> None:
     agent = hclconfig.parse_agent_text('plugin "p" {\n  arg = ["x"]\n}\n', "agent.hcl")
     assert agent.select(["p"], None).args is None
-    assert agent.warnings == ['agent.hcl:1: plugin "p": the agent ignores "arg" (did you mean "args"?)']
+    assert agent.warnings == [
+        'agent.hcl:1: plugin "p": the agent ignores "arg" (did you mean "args"?)'
+    ]
     # HCL 1 reads numbers in args as their text.
     agent = hclconfig.parse_agent_text('plugin "p" {\n  args = [1, true]\n}\n', "agent.hcl")
     assert agent.select(["p"], None).args == ["1", "true"]
@@ -190,7 +192,9 @@ NESTED_JSON = '{"plugin": {"p": {"config": {"device": {"kvm": {"paths": ["/dev/k
 
 
 def test_a_json_agent_file_in_the_list_of_objects_form() -> None:
-    text = '{"plugin": [{"p": [{"args": ["-v"], "config": [{"device": [{"kvm": [{"share": 4}]}]}]}]}]}'
+    text = (
+        '{"plugin": [{"p": [{"args": ["-v"], "config": [{"device": [{"kvm": [{"share": 4}]}]}]}]}]}'
+    )
     block = hclconfig.parse_agent_text(text, "agent.json").select(["p"], None)
     assert block.args == ["-v"]
     assert plain(block.config) == {"device": [{"kvm": [{"share": 4}]}]}

@@ -380,8 +380,10 @@ def test_interpolation_is_refused_with_the_agents_message_and_the_line() -> None
     assert [d.text() for d in decoded.diagnostics] == [
         "Variables not allowed: Variables may not be used here."
     ]
-    assert decoded.diagnostics[0].render("agent.hcl").startswith(
-        "agent.hcl:3: Variables not allowed: Variables may not be used here.\n  hint: "
+    assert (
+        decoded.diagnostics[0]
+        .render("agent.hcl")
+        .startswith("agent.hcl:3: Variables not allowed: Variables may not be used here.\n  hint: ")
     )
 
 

@@ -233,5 +233,8 @@ def test_an_hcl_syntax_error_is_a_usage_error_in_plain_words(
     assert exited.value.code == 2
     err = capsys.readouterr().err
     # The agent's own message (HCL 1's), then what to do about it.
-    assert f"{agent}:3: invalid HCL, the agent refuses to start: At 3:16: literal not terminated" in err
+    assert (
+        f"{agent}:3: invalid HCL, the agent refuses to start: At 3:16: literal not terminated"
+        in err
+    )
     assert 'hint: a string is missing its closing "' in err

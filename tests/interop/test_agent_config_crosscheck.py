@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentgen import Case, cases, disagreement, python, spec_b64
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nomad_device.host import DevicePluginClient
 from nomad_device.wire import hclspec
-
-from .agentgen import Case, cases, disagreement, python, spec_b64
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -112,7 +111,10 @@ def test_generated_agent_files_decode_as_in_go(
 
 # ------------------------------------------------------------- a fixed corpus
 
-_SERIAL = 'device "serial" {\n      usb {\n        vendor_id  = "1a86"\n        product_id = "7523"\n      }\n    }'
+_SERIAL = (
+    'device "serial" {\n      usb {\n        vendor_id  = "1a86"\n'
+    '        product_id = "7523"\n      }\n    }'
+)
 _KVM = 'device "kvm" {\n      paths = ["/dev/kvm"]\n      share = 4\n    }'
 
 
@@ -131,7 +133,11 @@ CORPUS: list[tuple[str, str, str]] = [
     (_G, _file(_G, _KVM, 'device "empty" {}'), "accept"),
     (_G, _file(_G, 'device "a" {\n paths = []\n }', 'device "b" {}', _KVM), "accept"),
     (_G, _file(_G, _SERIAL, _KVM, 'device "p" {\n probe {\n command = ["true"]\n }\n }'), "accept"),
-    (_G, _file(_G, 'device "e" {\n env {\n A = "1"\n }\n attributes {\n x = "1"\n }\n }', _KVM), "accept"),
+    (
+        _G,
+        _file(_G, 'device "e" {\n env {\n A = "1"\n }\n attributes {\n x = "1"\n }\n }', _KVM),
+        "accept",
+    ),
     (_G, _file(_G, 'device "u" {\n usb {}\n usb {}\n group_per_device = true\n }', _KVM), "accept"),
     (_U, _file(_U, 'slot "a" {\n names = ["x"]\n }', 'slot "b" {}'), "panic"),
     (_U, _file(_U, 'slot "b" {}', 'slot "a" {\n names = ["x"]\n }'), "panic"),
@@ -145,7 +151,11 @@ CORPUS: list[tuple[str, str, str]] = [
         '[{"kvm": [{"paths": ["/dev/kvm"], "share": 4}]}]}]}]}]}',
         "accept",
     ),
-    (_G, '{"plugin": {"nomad-device-generic": {"config": {"fingerprint_period": "5s"}}}}', "accept"),
+    (
+        _G,
+        '{"plugin": {"nomad-device-generic": {"config": {"fingerprint_period": "5s"}}}}',
+        "accept",
+    ),
     (
         _G,
         '{"plugin": {"nomad-device-generic": {"config": {"device": {"kvm": '

@@ -133,12 +133,11 @@ def decode_body(spec: hclspec.Spec, body: Mapping[str, object] | str) -> Typed:
         document = hcldec.from_python(body)
     except TypeError as exc:
         raise ConfigBodyError([str(exc)]) from None
-    compiled = hcldec.compile_spec(spec)
-    decoded = hcldec.decode(compiled, document)
+    decoded = hcldec.decode(hcldec.compile_spec(spec), document)
     if decoded.panic is not None:
         from nomad_device.wire.agentconfig import explain_panic
 
-        raise AgentCrash([explain_panic(decoded.panic, compiled)])
+        raise AgentCrash([explain_panic(decoded.panic)])
     if decoded.diagnostics:
         problems = [_problem(d) for d in decoded.diagnostics]
         if all(_is_missing(d) for d in decoded.diagnostics):

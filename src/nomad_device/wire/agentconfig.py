@@ -63,9 +63,7 @@ def from_agent_text(
         parsed = agentfile.parse_agent_text(text, origin)
     except agentfile.ConfigFileError as exc:
         stage = "keys" if exc.agent.startswith("unexpected keys") else "file"
-        return AgentConfig(
-            "panic" if exc.crash else "refuse", stage, (exc.agent,), str(exc)
-        )
+        return AgentConfig("panic" if exc.crash else "refuse", stage, (exc.agent,), str(exc))
     body = None
     for block in parsed.plugins:
         if block.name == plugin:
@@ -82,7 +80,9 @@ def from_agent_text(
     )
 
 
-def from_body(body: hcldec.JValue | None, spec: hclspec.Spec, origin: str = "config") -> AgentConfig:
+def from_body(
+    body: hcldec.JValue | None, spec: hclspec.Spec, origin: str = "config"
+) -> AgentConfig:
     """Steps 3 and 4 for a config body (the JSON of the agent's config map; None: none)."""
     try:
         compiled = hcldec.compile_spec(spec)
@@ -96,7 +96,7 @@ def from_body(body: hcldec.JValue | None, spec: hclspec.Spec, origin: str = "con
             "panic",
             "decode",
             (decoded.panic.message,),
-            explain_panic(decoded.panic, compiled),
+            explain_panic(decoded.panic),
             decoded,
         )
     if decoded.diagnostics:
@@ -110,7 +110,9 @@ def from_body(body: hcldec.JValue | None, spec: hclspec.Spec, origin: str = "con
     try:
         data = hcldec.encode(decoded)
     except (cty.CtyEncodeError, ValueError) as exc:
-        return AgentConfig("refuse", "msgpack", (str(exc),), f"cannot encode config: {exc}", decoded)
+        return AgentConfig(
+            "refuse", "msgpack", (str(exc),), f"cannot encode config: {exc}", decoded
+        )
     return AgentConfig("accept", "", (), "", decoded, data)
 
 
@@ -133,46 +135,21 @@ def _block(path: hcldec.Path, key: str) -> str:
     return " ".join([name, *(f'"{lab}"' for lab in [*labels, key])])
 
 
-def _setting(spec: hcldec.Compiled, path: hcldec.Path, field_path: hcldec.Path) -> hcldec.Compiled | None:
-    """The compiled spec of ``field_path`` inside the elements of the block map at ``path``."""
-    node: hcldec.Compiled | None = spec
-    names = [p for p in path if isinstance(p, str)]
-    # Walk the block types named along the path (labels are skipped by name lookup).
-    for step in (*names, *[p for p in field_path if isinstance(p, str)]):
-        node = _child(node, step)
-        if node is None:
-            return None
+def _setting(element: hcldec.Compiled | None, field_path: hcldec.Path) -> hcldec.Compiled | None:
+    """The spec, inside a map element's spec, that gives the value at ``field_path``.
+
+    The path holds object attribute names, which are the Object specs' keys;
+    a block on the way stands for its nested spec.
+    """
+    node = element
+    for step in field_path:
+        if isinstance(node, hcldec._Block | hcldec._BlockList | hcldec._BlockMap):
+            node = node.nested
+        node = dict(node.attrs).get(str(step)) if isinstance(node, hcldec._Object) else None
     return node
 
 
-def _child(node: hcldec.Compiled | None, name: str) -> hcldec.Compiled | None:
-    if node is None:
-        return None
-    if isinstance(node, hcldec._Object):
-        for key, sub in node.attrs:
-            found = _named(sub, name)
-            if found is not None:
-                return found
-        return None
-    if isinstance(node, hcldec._Block | hcldec._BlockList | hcldec._BlockMap):
-        return _child(node.nested, name)
-    return None
-
-
-def _named(node: hcldec.Compiled, name: str) -> hcldec.Compiled | None:
-    if isinstance(node, hcldec._Attr | hcldec._Block | hcldec._BlockList | hcldec._BlockMap):
-        return node if node.name == name else None
-    if isinstance(node, hcldec._BlockAttrs):
-        return node if node.name == name else None
-    if isinstance(node, hcldec._Default):
-        primary = _named(node.primary, name)
-        return node if primary is not None else None
-    if isinstance(node, hcldec._Object):
-        return _child(node, name)
-    return None
-
-
-def explain_panic(panic: hcldec.Panic, spec: hcldec.Compiled | None = None) -> str:
+def explain_panic(panic: hcldec.Panic) -> str:
     """What happened, in an operator's words, and what to write instead."""
     where = ".".join(str(p) for p in panic.path) or "the config"
     if panic.message.startswith("cty.DynamicPseudoType"):
@@ -183,32 +160,41 @@ def explain_panic(panic: hcldec.Panic, spec: hcldec.Compiled | None = None) -> s
         )
     field_name = ".".join(str(p) for p in panic.field)
     a, b = panic.types or (cty.DYNAMIC, cty.DYNAMIC)
+    shown = panic.message[:160] + ("..." if len(panic.message) > 160 else "")
+    if isinstance(panic.element, hcldec._BlockAttrs):
+        return (
+            f"{CRASH}: in the {where} block, {panic.first!r} is {_describe(a)} and "
+            f"{panic.second!r} {_describe(b)}, and Nomad builds one map of them (panic: "
+            f"{shown}). Give every value in {where} the same type (quote numbers and bools to "
+            "make them all strings)."
+        )
     first, second = _block(panic.path, panic.first), _block(panic.path, panic.second)
-    head = (
-        f"{CRASH}: {first} and {second} decode to values of different types"
-        + (f" at {field_name} ({_describe(a)} in one, {_describe(b)} in the other)" if field_name else "")
-        + f", and Nomad builds one map of them (panic: {panic.message[:160]}"
-        + ("..." if len(panic.message) > 160 else "")
-        + ")."
+    at = (
+        f" at {field_name} ({_describe(a)} in one, {_describe(b)} in the other)"
+        if field_name
+        else ""
     )
-    node = _setting(spec, panic.path, panic.field) if spec is not None else None
+    head = (
+        f"{CRASH}: {first} and {second} decode to values of different types{at}, and Nomad "
+        f"builds one map of them (panic: {shown})."
+    )
+    kind = str(panic.path[-1]) if panic.path else "labelled"
+    node = _setting(panic.element, panic.field)
     if isinstance(node, hcldec._Default) and isinstance(node.default, hcldec._Literal):
         primary = node.primary
         declared = primary.type if isinstance(primary, hcldec._Attr) else None
         unset = second if declared is not None and b != declared else first
         literal = hclspec.hcl_literal(node.default.value)
+        name = str(panic.field[-1])
+        inside = ".".join(str(p) for p in panic.field[:-1])
+        where_to = f"its {inside} block in {unset}" if inside else unset
         return (
             f"{head} {field_name} is unset in {unset}, where the schema's literal default "
-            f"{literal} applies with a type of its own. Write {field_name} = {literal} in "
-            f"{unset} (set it in every {panic.path[-1] if panic.path else 'block'} block), "
-            "or use a plugin whose schema gives collections no literal defaults."
-        )
-    if isinstance(node, hcldec._BlockAttrs) or (field_name == "" and panic.field == ()):
-        return (
-            f"{head} Give every value in {where} the same type (quote numbers and bools to "
-            "make them all strings)."
+            f"{literal} applies with a type of its own. Write {name} = {literal} in "
+            f"{where_to} (set it in every {kind} block), or use a plugin whose schema gives "
+            "collections no literal defaults."
         )
     return (
-        f"{head} Set {field_name or 'the same settings'} the same way in every "
-        f"{panic.path[-1] if panic.path else ''} block, or fix the plugin's schema."
+        f"{head} Set {field_name or 'the same settings'} the same way in every {kind} block, "
+        "or fix the plugin's schema."
     )

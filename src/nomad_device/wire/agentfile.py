@@ -470,7 +470,9 @@ class _Decoder:
             if isinstance(node, hcl1.LiteralType) and item is not None:
                 node = hcl1.ObjectList([item])
             if not isinstance(node, hcl1.ObjectList):
-                raise _pos_error(node, f"{name}: not an object type for struct ({_type_name(node)})")
+                raise _pos_error(
+                    node, f"{name}: not an object type for struct ({_type_name(node)})"
+                )
             if item is None:
                 raise _pos_error(node, f"{name}: Name asked for 'key', impossible")
             label = str(hcl1.token_value(item.keys[0].token)) if item.keys else ""

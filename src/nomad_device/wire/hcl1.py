@@ -399,7 +399,9 @@ class _ScannerBase:
 
     def unread(self) -> None:
         if self.unreadable:
-            raise HCL1Panic("bytes.Buffer: UnreadRune: previous operation was not a successful ReadRune")
+            raise HCL1Panic(
+                "bytes.Buffer: UnreadRune: previous operation was not a successful ReadRune"
+            )
         self.i, self.line, self.column = self.prev
         self.unreadable = True
 
@@ -1020,9 +1022,7 @@ class _Parser:
             elif tok.type is Tok.RBRACK:
                 return node
             else:
-                raise _PosError(
-                    tok.pos, f"unexpected token while parsing list: {tok.type.value}"
-                )
+                raise _PosError(tok.pos, f"unexpected token while parsing list: {tok.type.value}")
 
 
 class _JsonError(Exception):
@@ -1115,9 +1115,7 @@ class _JsonParser:
             return self.list_type()
         if tok.type is Tok.EOF:
             raise _EofToken()
-        raise _JsonError(
-            f"Expected object value, got unknown token: {tok}"
-        )
+        raise _JsonError(f"Expected object value, got unknown token: {tok}")
 
     def object(self) -> ObjectType:
         tok = self.scan()

@@ -383,6 +383,9 @@ class Panic:
     second: str = ""
     field: Path = ()
     types: tuple[cty.CtyType, cty.CtyType] | None = None
+    #: The spec of the map's elements (a block map's nested spec, or the
+    #: BlockAttrs spec), to explain the panic with.
+    element: Compiled | None = None
 
 
 class AgentPanic(Exception):
@@ -452,7 +455,9 @@ def has_dynamic(ty: cty.CtyType) -> bool:
     return _has_dynamic(ty)
 
 
-def type_difference(a: cty.CtyType, b: cty.CtyType, path: Path = ()) -> tuple[Path, cty.CtyType, cty.CtyType]:
+def type_difference(
+    a: cty.CtyType, b: cty.CtyType, path: Path = ()
+) -> tuple[Path, cty.CtyType, cty.CtyType]:
     """The first place (attribute path) where ``a`` and ``b`` differ, and the two types there."""
     if isinstance(a, cty.Object) and isinstance(b, cty.Object) and set(a.attrs) == set(b.attrs):
         for name in a.attrs:
@@ -460,15 +465,19 @@ def type_difference(a: cty.CtyType, b: cty.CtyType, path: Path = ()) -> tuple[Pa
                 return type_difference(a.attrs[name], b.attrs[name], (*path, name))
     if (
         isinstance(a, cty.List | cty.Set | cty.Map)
+        and isinstance(b, cty.List | cty.Set | cty.Map)
         and type(a) is type(b)
-        and a.elem != b.elem  # type: ignore[attr-defined]
+        and a.elem != b.elem
     ):
-        return type_difference(a.elem, b.elem, path)  # type: ignore[attr-defined]
+        return type_difference(a.elem, b.elem, path)
     return path, a, b
 
 
 def _collection_panic(
-    what: str, elems: Sequence[tuple[str, cty.CtyType]], path: Path
+    what: str,
+    elems: Sequence[tuple[str, cty.CtyType]],
+    path: Path,
+    element: Compiled | None = None,
 ) -> None:
     """go-cty's check in ``MapVal``/``ListVal``: every element not ``any`` has one type."""
     first: tuple[str, cty.CtyType] | None = None
@@ -487,6 +496,7 @@ def _collection_panic(
                     key,
                     field,
                     (ta, tb),
+                    element,
                 )
             )
 
@@ -831,18 +841,19 @@ class _Decoder:
             target[key] = decoded
         if not root:
             return {}, cty.Map(implied_type(spec.nested))
-        return self.map_levels(root, len(spec.labels), (*content.path, spec.name))
+        return self.map_levels(root, len(spec.labels), (*content.path, spec.name), spec.nested)
 
-    def map_levels(self, raw: dict[str, object], depth: int, path: Path) -> TV:
+    def map_levels(self, raw: dict[str, object], depth: int, path: Path, element: Compiled) -> TV:
         """cty.MapVal at each label level, with its check that element types agree."""
         pairs: list[tuple[str, TV]] = []
         for key, item in raw.items():
             if depth == 1:
                 pairs.append((key, item))  # type: ignore[arg-type]
             else:
-                pairs.append((key, self.map_levels(item, depth - 1, (*path, key))))  # type: ignore[arg-type]
+                inner = self.map_levels(item, depth - 1, (*path, key), element)  # type: ignore[arg-type]
+                pairs.append((key, inner))
         types = [(k, t) for k, (_, t) in pairs]
-        _collection_panic("map", types, path)
+        _collection_panic("map", types, path, element if depth == 1 else None)
         return {k: v for k, (v, _) in pairs}, cty.Map(_element_type(types, cty.DYNAMIC))
 
     def block_attrs_value(self, spec: _BlockAttrs, content: _Content) -> TV:
@@ -897,7 +908,7 @@ class _Decoder:
             types.append((prop.name, ty))
         if not values:
             return {}, cty.Map(spec.elem)
-        _collection_panic("map", types, block.path)
+        _collection_panic("map", types, block.path, spec)
         return values, cty.Map(_element_type(types, spec.elem))
 
     # -- expressions --------------------------------------------------------------
@@ -1047,8 +1058,12 @@ def _sequence_end(text: str, i: int) -> int | None:
     return None
 
 
-_WORD: Final = re.compile(r'"(?:[^"\\]|\\.)*"|([A-Za-z_][A-Za-z0-9_-]*)(\s*\()?|\.[A-Za-z_][A-Za-z0-9_-]*')
-_KEYWORDS: Final = frozenset({"true", "false", "null", "for", "in", "if", "else", "endif", "endfor"})
+_WORD: Final = re.compile(
+    r'"(?:[^"\\]|\\.)*"|([A-Za-z_][A-Za-z0-9_-]*)(\s*\()?|\.[A-Za-z_][A-Za-z0-9_-]*'
+)
+_KEYWORDS: Final = frozenset(
+    {"true", "false", "null", "for", "in", "if", "else", "endif", "endfor"}
+)
 
 
 def _variables(expr: str) -> list[str]:
@@ -1179,11 +1194,16 @@ def _unify(types: Sequence[cty.CtyType]) -> cty.CtyType | None:
         ]
         sub = _unify(elem_types)
         return None if sub is None else cty.List(sub)
-    if all(isinstance(t, cty.List | cty.Set | cty.Map) for t in concrete) and all(
-        type(t) is type(first) for t in concrete
-    ):
-        sub = _unify([t.elem for t in concrete])  # type: ignore[attr-defined]
-        return None if sub is None else type(first)(sub)
+    collections = [t for t in concrete if isinstance(t, cty.List | cty.Set | cty.Map)]
+    if len(collections) == len(concrete) and all(type(t) is type(first) for t in concrete):
+        sub = _unify([t.elem for t in collections])
+        if sub is None:
+            return None
+        return (
+            cty.List(sub)
+            if isinstance(first, cty.List)
+            else (cty.Set(sub) if isinstance(first, cty.Set) else cty.Map(sub))
+        )
     if all(isinstance(t, cty.Tuple) for t in concrete):
         tuples = [t for t in concrete if isinstance(t, cty.Tuple)]
         size = len(tuples[0].elems)

@@ -41,9 +41,11 @@ def hint(message: str, text: str) -> str:
             return "HCL ends a setting at the end of its line; leave out the ';'"
         return "this character has no meaning in HCL here"
     if body == "illegal char escape":
-        return r'the escapes HCL reads are \n \t \r \" \\ \uNNNN and \UNNNNNNNN'
+        return r"the escapes HCL reads are \n \t \r \" \\ \uNNNN and \UNNNNNNNN"
     if body.startswith("key '") and "expected start of object" in body:
-        return 'a setting is written "name = value", a block "name { ... }" or "name "label" { ... }"'
+        return (
+            'a setting is written "name = value", a block "name { ... }" or "name "label" { ... }"'
+        )
     if body.startswith("nested object expected"):
         return 'a block with labels takes braces, not "=": write name "label" { ... }'
     if body.startswith("Unknown token:"):

@@ -69,7 +69,7 @@ def _render(entries: list[_Entry], indent: str) -> str:
         if len(entry) == 2:
             out.append(f"{indent}{entry[0]} = {entry[1]}\n")
         else:
-            name, labels, inner = entry  # type: ignore[misc]
+            name, labels, inner = entry
             shown = "".join(f' "{label}"' for label in labels)
             out.append(f"{indent}{name}{shown} {{\n{_render(inner, indent + '  ')}{indent}}}\n")
     return "".join(out)
@@ -105,7 +105,10 @@ class _Finder:
         self.found: list[tuple[str, str, str, list[_Entry]]] = []
 
     def object(
-        self, spec: hclspec.Spec, wrap: list[tuple[str, tuple[str, ...], hclspec.Spec]], in_map: bool
+        self,
+        spec: hclspec.Spec,
+        wrap: list[tuple[str, tuple[str, ...], hclspec.Spec]],
+        in_map: bool,
     ) -> None:
         """Look through an Object spec; ``wrap`` is the chain of blocks around it."""
         if not isinstance(spec, hclspec.Object):
@@ -123,7 +126,11 @@ class _Finder:
     ) -> None:
         if isinstance(sub, hclspec.Default):
             primary = sub.primary
-            if in_map and isinstance(primary, hclspec.Attr) and isinstance(sub.default, hclspec.Literal):
+            if (
+                in_map
+                and isinstance(primary, hclspec.Attr)
+                and isinstance(sub.default, hclspec.Literal)
+            ):
                 self.literal(key, primary, sub.default, parent, wrap)
             return
         if isinstance(sub, hclspec.BlockAttrs):
@@ -142,9 +149,7 @@ class _Finder:
                     )
                 )
             return
-        if isinstance(sub, hclspec.Block):
-            self.object(sub.nested, [*wrap, (sub.name or key, (), parent)], in_map)
-        elif isinstance(sub, hclspec.BlockList | hclspec.BlockSet):
+        if isinstance(sub, hclspec.Block | hclspec.BlockList | hclspec.BlockSet):
             self.object(sub.nested, [*wrap, (sub.name or key, (), parent)], in_map)
         elif isinstance(sub, hclspec.BlockMap):
             name = sub.name or key
@@ -243,5 +248,7 @@ def hazards(spec: hclspec.Spec, label: str = "plugin") -> list[Hazard]:
         result = agentconfig.from_agent_text(text, spec, label, "crash.hcl")
         if result.outcome != "panic":
             continue
-        out.append(Hazard(where, problem, when, text, result.messages[0] if result.messages else ""))
+        out.append(
+            Hazard(where, problem, when, text, result.messages[0] if result.messages else "")
+        )
     return out

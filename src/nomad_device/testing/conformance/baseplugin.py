@@ -229,7 +229,9 @@ def _encode_block(suite: Suite, spec: Any, label: str) -> bytes | None:
         suite.put("set-config", Status.FAIL, f"{label}: {result.explanation}")
         return None
     if result.stage == "schema":
-        suite.put("set-config", Status.FAIL, f"the schema cannot decode a config: {result.messages[0]}")
+        suite.put(
+            "set-config", Status.FAIL, f"the schema cannot decode a config: {result.messages[0]}"
+        )
         return None
     if not result.ok:
         problems = result.explanation.split("\n")

@@ -362,7 +362,8 @@ def _cases(draw: st.DrawFn, spec: hclspec.Spec, label: str) -> Case:
     if shape == 1 and not as_json and len(body) >= 2:  # config split into two blocks
         cut = draw(st.integers(1, len(body) - 1))
         first, rest = render_hcl_body(body[:cut], "    "), render_hcl_body(body[cut:], "    ")
-        text = f"plugin {_hcl_string(label)} {{\n  config {{\n{first}  }}\n  config {{\n{rest}  }}\n}}\n"
+        head = f"plugin {_hcl_string(label)} {{\n"
+        text = f"{head}  config {{\n{first}  }}\n  config {{\n{rest}  }}\n}}\n"
         note += "-split"
     if draw(_rarely(8)):  # a typo: HCL 1's scanner and parser errors, and their positions
         for _ in range(draw(_EDITS)):
@@ -374,7 +375,32 @@ def _cases(draw: st.DrawFn, spec: hclspec.Spec, label: str) -> Case:
 
 
 _EDITS: Final = st.integers(1, 2)
-_TYPO: Final = st.sampled_from(["", "", '"', "{", "}", "[", "]", "=", ",", ":", "#", "/", "\\", "<<", "$", "-", ".", "0", "'", "x", "\n", ";"])
+_TYPO: Final = st.sampled_from(
+    [
+        "",
+        "",
+        '"',
+        "{",
+        "}",
+        "[",
+        "]",
+        "=",
+        ",",
+        ":",
+        "#",
+        "/",
+        "\\",
+        "<<",
+        "$",
+        "-",
+        ".",
+        "0",
+        "'",
+        "x",
+        "\n",
+        ";",
+    ]
+)
 
 
 # --------------------------------------------------------------- the answers
@@ -409,10 +435,17 @@ _OUR_TEMPLATE = {"Variables not allowed", "Unsupported template"}
 
 def _template_syntax(summary: str) -> bool:
     """An HCL 2 syntax error inside a template, which the launcher words its own way."""
-    return summary not in _OUR_TEMPLATE and not summary.startswith(
-        ("Incorrect attribute value type", "Invalid label", "Invalid attribute value")
-    ) and summary not in ("Missing required argument", "Duplicate object attribute") and not (
-        summary.startswith(("Duplicate ", "Missing ", "Insufficient ", "Too many ", "Unconsistent "))
+    return (
+        summary not in _OUR_TEMPLATE
+        and not summary.startswith(
+            ("Incorrect attribute value type", "Invalid label", "Invalid attribute value")
+        )
+        and summary not in ("Missing required argument", "Duplicate object attribute")
+        and not (
+            summary.startswith(
+                ("Duplicate ", "Missing ", "Insufficient ", "Too many ", "Unconsistent ")
+            )
+        )
     )
 
 
@@ -432,7 +465,9 @@ def _same_errors(py: Sequence[str], go: Sequence[str]) -> bool:
 def disagreement(py: dict[str, Any], go: dict[str, Any]) -> str | None:
     """None when both sides say the same, else what differs."""
     if py["outcome"] != go["outcome"]:
-        return f"outcome: python {py['outcome']} {py.get('errors') or py.get('panic')}, go {go['outcome']} {go.get('errors') or go.get('panic')}"
+        ours = py.get("errors") or py.get("panic")
+        theirs = go.get("errors") or go.get("panic")
+        return f"outcome: python {py['outcome']} {ours}, go {go['outcome']} {theirs}"
     if py["outcome"] == "accept":
         if py["msgpack"] != go.get("msgpack"):
             return f"msgpack: python {py['msgpack']}, go {go.get('msgpack')}"
