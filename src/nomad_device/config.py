@@ -46,7 +46,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
-import re
 import types
 import typing
 from collections.abc import Callable
@@ -417,7 +416,11 @@ def _literal_default_ok(conv: _Conv) -> bool:
 
 
 def _has_any(conv: _Conv) -> bool:
-    return "any" in re.findall(r"[a-z]+", conv.type_expr())
+    """Whether the type is ``any`` or holds it (``list(any)``, ``map(any)`` ...)."""
+    if isinstance(conv, _Any):
+        return True
+    inner = getattr(conv, "inner", None)
+    return isinstance(inner, _Conv) and _has_any(inner)
 
 
 def _field_spec(fp: _Field) -> hclspec.Spec:

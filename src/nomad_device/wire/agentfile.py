@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from nomad_device.golang import quote
 from nomad_device.wire import hcl1
-from nomad_device.wire.hcldec import JProp, JValue, Source, from_python
+from nomad_device.wire.hcldec import JProp, JValue, Source, from_python, name_suggestion
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -379,14 +379,7 @@ class _Decoder:
         filtered = hcl1.filter_items(root.items, "plugin")
         if filtered:
             _remove_fold(unused, "plugin")
-            prefix = [i for i in filtered if i.keys]
-            exact = [i for i in filtered if not i.keys]
-            if prefix:
-                plugins += self.plugin_slice("root.plugin", hcl1.ObjectList(prefix))
-            for match in exact:
-                node: hcl1.Node = match.val  # type: ignore[assignment]
-                if isinstance(node, hcl1.ObjectType):
-                    node = hcl1.ObjectList(node.list.items)
+            for node in _field_nodes(filtered):
                 plugins += self.plugin_slice("root.plugin", node)
         unused.sort()
         for p in plugins:
@@ -421,7 +414,7 @@ class _Decoder:
                 )
             by_name[p.name] = block
             for key in p.unknown:
-                near = _near(key, ("args", "config"))
+                near = name_suggestion(key, ("args", "config"))
                 out.warnings.append(
                     f"{self.origin}:{block.line}: plugin {quote(p.name)}: the agent ignores "
                     f"{quote(key)}" + (f" (did you mean {quote(near)}?)" if near else "")
@@ -491,15 +484,8 @@ class _Decoder:
         filtered = hcl1.filter_items(items, "args")
         if not filtered:
             return None
-        prefix = [i for i in filtered if i.keys]
-        exact = [i for i in filtered if not i.keys]
-        out: list[str] | None = None
-        if prefix:
-            out = self.string_slice(name, hcl1.ObjectList(prefix), out)
-        for match in exact:
-            node: hcl1.Node = match.val  # type: ignore[assignment]
-            if isinstance(node, hcl1.ObjectType):
-                node = hcl1.ObjectList(node.list.items)
+        out: list[str] = []
+        for node in _field_nodes(filtered):
             out = self.string_slice(name, node, out)
         return out
 
@@ -523,14 +509,7 @@ class _Decoder:
     ) -> _GoMap | None:
         """The ``config`` field (``map[string]interface{}``) from its matching items."""
         value = current if current is not None else _GoMap(_line(filtered[0].val))
-        prefix = [i for i in filtered if i.keys]
-        exact = [i for i in filtered if not i.keys]
-        if prefix:
-            value = self.decode_map_into(name, hcl1.ObjectList(prefix), value)
-        for match in exact:
-            node: hcl1.Node = match.val  # type: ignore[assignment]
-            if isinstance(node, hcl1.ObjectType):
-                node = hcl1.ObjectList(node.list.items)
+        for node in _field_nodes(filtered):
             value = self.decode_map_into(name, node, value)
         return value
 
@@ -710,29 +689,27 @@ def _agent_drops(keys: list[str]) -> list[str]:
     return out
 
 
+def _field_nodes(filtered: list[hcl1.ObjectItem]) -> list[hcl1.Node]:
+    """What HCL 1 decodes a struct field from, in its order: the items with keys left
+    (labelled ones), as one list, then each value given without a label."""
+    out: list[hcl1.Node] = []
+    prefix = [i for i in filtered if i.keys]
+    if prefix:
+        out.append(hcl1.ObjectList(prefix))
+    for match in filtered:
+        if match.keys or match.val is None:
+            continue
+        node = match.val
+        out.append(hcl1.ObjectList(node.list.items) if isinstance(node, hcl1.ObjectType) else node)
+    return out
+
+
 def _expand_object(node: hcl1.Node) -> hcl1.Node:
     """HCL 1 un-flattens a two-key item before decoding it into a struct."""
     if not isinstance(node, hcl1.ObjectItem) or len(node.keys) != 2:
         return node
     inner = hcl1.ObjectItem(node.keys[1:], node.val)
     return hcl1.ObjectItem(node.keys[:1], hcl1.ObjectType(hcl1.ObjectList([inner])))
-
-
-def _near(word: str, names: Sequence[str]) -> str:
-    for name in names:
-        if _distance(word, name) < 3:
-            return name
-    return ""
-
-
-def _distance(a: str, b: str) -> int:
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
 
 
 # ---------------------------------------------------------- Go's number parsing

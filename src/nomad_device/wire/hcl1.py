@@ -454,12 +454,68 @@ class _ScannerBase:
             ch = self.scan_mantissa(ch)
         return ch
 
+    #: Characters an identifier may hold after its first (HCL 1 allows "." too).
+    ident_extra = "-"
+    #: Inside "${ ... }" a quote does not end a native string, nor a newline.
+    braces_hide_quotes = False
+
+    def scan_identifier(self) -> str:
+        offs = self.i - self.last_len
+        ch = self.next()
+        while _is_letter(ch) or _is_digit(ch) or (ch != _EOF and ch in self.ident_extra):
+            ch = self.next()
+        if ch != _EOF:
+            self.unread()
+        return self.src[offs : self.i]
+
+    def scan_string(self) -> None:
+        braces = 0
+        hide = self.braces_hide_quotes
+        while True:
+            ch = self.next()
+            if (ch == "\n" and (braces == 0 or not hide)) or ch == _EOF:
+                self.err("literal not terminated")
+                return
+            if ch == '"' and (braces == 0 or not hide):
+                break
+            if braces == 0 and ch == "$" and self.peek() == "{":
+                braces += 1
+                self.next()
+            elif braces > 0 and ch == "{":
+                braces += 1
+            if braces > 0 and ch == "}":
+                braces -= 1
+            if ch == "\\":
+                self.scan_escape()
+
+    def scan_escape(self) -> str:
+        ch = self.next()
+        if ch in ("a", "b", "f", "n", "r", "t", "v", "\\", '"'):
+            pass
+        elif ch in "01234567" and ch:
+            ch = self.scan_digits(ch, 8, 3)
+        elif ch == "x":
+            ch = self.scan_digits(self.next(), 16, 2)
+        elif ch == "u":
+            ch = self.scan_digits(self.next(), 16, 4)
+        elif ch == "U":
+            ch = self.scan_digits(self.next(), 16, 8)
+        else:
+            self.err("illegal char escape")
+        return ch
+
+    def scan_digits(self, ch: str, base: int, n: int) -> str:
+        raise NotImplementedError
+
     def next(self) -> str:
         raise NotImplementedError
 
 
 class _Scanner(_ScannerBase):
     """HCL 1's native-syntax scanner."""
+
+    ident_extra = "-."
+    braces_hide_quotes = True
 
     def next(self) -> str:
         ch = self._read()
@@ -521,15 +577,6 @@ class _Scanner(_ScannerBase):
         text = self.src[self.tok_start : self.i] if self.tok_start >= 0 else ""
         self.tok_start = self.i
         return Token(tok, text, pos)
-
-    def scan_identifier(self) -> str:
-        offs = self.i - self.last_len
-        ch = self.next()
-        while _is_letter(ch) or _is_digit(ch) or ch in ("-", "."):
-            ch = self.next()
-        if ch != _EOF:
-            self.unread()
-        return self.src[offs : self.i]
 
     def scan_comment(self, ch: str) -> None:
         if ch == "#" or (ch == "/" and self.peek() != "*"):
@@ -637,41 +684,6 @@ class _Scanner(_ScannerBase):
                 self.err("heredoc not terminated")
                 return
 
-    def scan_string(self) -> None:
-        braces = 0
-        while True:
-            ch = self.next()
-            if (ch == "\n" and braces == 0) or ch == _EOF:
-                self.err("literal not terminated")
-                return
-            if ch == '"' and braces == 0:
-                break
-            if braces == 0 and ch == "$" and self.peek() == "{":
-                braces += 1
-                self.next()
-            elif braces > 0 and ch == "{":
-                braces += 1
-            if braces > 0 and ch == "}":
-                braces -= 1
-            if ch == "\\":
-                self.scan_escape()
-
-    def scan_escape(self) -> str:
-        ch = self.next()
-        if ch in ("a", "b", "f", "n", "r", "t", "v", "\\", '"'):
-            pass
-        elif ch in "01234567" and ch:
-            ch = self.scan_digits(ch, 8, 3)
-        elif ch == "x":
-            ch = self.scan_digits(self.next(), 16, 2)
-        elif ch == "u":
-            ch = self.scan_digits(self.next(), 16, 4)
-        elif ch == "U":
-            ch = self.scan_digits(self.next(), 16, 8)
-        else:
-            self.err("illegal char escape")
-        return ch
-
     def scan_digits(self, ch: str, base: int, n: int) -> str:
         start = n
         while n > 0 and _digit_val(ch) < base:
@@ -760,15 +772,6 @@ class _JsonScanner(_ScannerBase):
         self.tok_start = self.i
         return Token(tok, text, pos)
 
-    def scan_identifier(self) -> str:
-        offs = self.i - self.last_len
-        ch = self.next()
-        while _is_letter(ch) or _is_digit(ch) or ch == "-":
-            ch = self.next()
-        if ch != _EOF:
-            self.unread()
-        return self.src[offs : self.i]
-
     def scan_number(self, ch: str) -> Tok:
         zero = ch == "0"
         before = (self.line, self.column, self.i)
@@ -788,41 +791,6 @@ class _JsonScanner(_ScannerBase):
         if zero and before != (self.line, self.column, self.i):
             self.err("numbers cannot start with 0")
         return Tok.NUMBER
-
-    def scan_string(self) -> None:
-        braces = 0
-        while True:
-            ch = self.next()
-            if ch in ("\n", _EOF):
-                self.err("literal not terminated")
-                return
-            if ch == '"':
-                break
-            if braces == 0 and ch == "$" and self.peek() == "{":
-                braces += 1
-                self.next()
-            elif braces > 0 and ch == "{":
-                braces += 1
-            if braces > 0 and ch == "}":
-                braces -= 1
-            if ch == "\\":
-                self.scan_escape()
-
-    def scan_escape(self) -> str:
-        ch = self.next()
-        if ch in ("a", "b", "f", "n", "r", "t", "v", "\\", '"'):
-            pass
-        elif ch in "01234567" and ch:
-            ch = self.scan_digits(ch, 8, 3)
-        elif ch == "x":
-            ch = self.scan_digits(self.next(), 16, 2)
-        elif ch == "u":
-            ch = self.scan_digits(self.next(), 16, 4)
-        elif ch == "U":
-            ch = self.scan_digits(self.next(), 16, 8)
-        else:
-            self.err("illegal char escape")
-        return ch
 
     def scan_digits(self, ch: str, base: int, n: int) -> str:
         while n > 0 and _digit_val(ch) < base:

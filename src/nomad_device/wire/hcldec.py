@@ -42,6 +42,7 @@ __all__ = [
     "decode",
     "encode",
     "from_python",
+    "name_suggestion",
 ]
 
 
@@ -613,7 +614,7 @@ class _Decoder:
         for prop in props:
             if prop.name == "//" or prop.name in used:
                 continue
-            near = _suggest(prop.name, suggestions)
+            near = name_suggestion(prop.name, suggestions)
             extra = f" Did you mean {_q(near)}?" if near else ""
             # Nomad rewrites this summary ("Extraneous JSON object property") to
             # "Invalid label" before showing it; we show what the operator sees.
@@ -1420,7 +1421,7 @@ def _levenshtein(a: str, b: str) -> int:
     return prev[-1]
 
 
-def _suggest(given: str, names: Iterable[str]) -> str:
+def name_suggestion(given: str, names: Iterable[str]) -> str:
     """hcl's ``nameSuggestion``: the first name within edit distance 2."""
     for name in names:
         if _levenshtein(given, name) < 3:
