@@ -129,10 +129,9 @@ def _describe(ty: cty.CtyType) -> str:
     return str(ty)
 
 
-def _block(path: hcldec.Path, key: str) -> str:
-    name = str(path[-1]) if path else "block"
-    labels = [str(p) for p in path[1:-1]] if len(path) > 2 else []
-    return " ".join([name, *(f'"{lab}"' for lab in [*labels, key])])
+def _block(path: hcldec.Path, labels: str) -> str:
+    """``device "kvm"``: the block type (the map's name) and the element's labels."""
+    return f'{path[-1] if path else "block"} "{labels}"'
 
 
 def _setting(element: hcldec.Compiled | None, field_path: hcldec.Path) -> hcldec.Compiled | None:

@@ -844,18 +844,31 @@ class _Decoder:
             return {}, cty.Map(implied_type(spec.nested))
         return self.map_levels(root, len(spec.labels), (*content.path, spec.name), spec.nested)
 
-    def map_levels(self, raw: dict[str, object], depth: int, path: Path, element: Compiled) -> TV:
-        """cty.MapVal at each label level, with its check that element types agree."""
+    def map_levels(
+        self,
+        raw: dict[str, object],
+        depth: int,
+        path: Path,
+        element: Compiled,
+        outer: tuple[str, ...] = (),
+    ) -> TV:
+        """cty.MapVal at each label level, with its check that element types agree.
+
+        A panic names the elements by all their labels (``kvm``, or ``a" "b`` for
+        two labels, as they are written between quotes).
+        """
         pairs: list[tuple[str, TV]] = []
         for key, item in raw.items():
+            labels = (*outer, key)
             if depth == 1:
-                pairs.append((key, item))  # type: ignore[arg-type]
+                pairs.append(('" "'.join(labels), item))  # type: ignore[arg-type]
             else:
-                inner = self.map_levels(item, depth - 1, (*path, key), element)  # type: ignore[arg-type]
-                pairs.append((key, inner))
+                inner = self.map_levels(item, depth - 1, path, element, labels)  # type: ignore[arg-type]
+                pairs.append(('" "'.join(labels), inner))
         types = [(k, t) for k, (_, t) in pairs]
         _collection_panic("map", types, path, element if depth == 1 else None)
-        return {k: v for k, (v, _) in pairs}, cty.Map(_element_type(types, cty.DYNAMIC))
+        values = {k.rsplit('" "', 1)[-1]: v for k, (v, _) in pairs}
+        return values, cty.Map(_element_type(types, cty.DYNAMIC))
 
     def block_attrs_value(self, spec: _BlockAttrs, content: _Content) -> TV:
         blocks = self.find_blocks(spec.name, content)
