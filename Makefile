@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest protos bench clean dist
+.PHONY: demo test lint typecheck pytest protos reference bench clean dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ dist: $(STAMP)
 
 protos: $(STAMP)
 	$(BIN)/python scripts/gen_protos.py
+
+# docs/reference/ from the docstrings (tests/test_reference.py fails when it is stale).
+reference: $(STAMP)
+	$(BIN)/python scripts/gen_reference.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

@@ -198,6 +198,20 @@ def test_reserve_while_the_directory_is_missing(example: Start, tmp_path: Path) 
 # ---------------------------------------------------------------- unreadable directory
 
 
+def repoint(link: Path, target: Path) -> None:
+    """Point ``link`` at ``target`` in one step: a new link renamed over the old one.
+
+    An unlink followed by a new symlink leaves a moment in which the directory
+    is missing. A scan that lands there (inotify wakes one at once; the more
+    likely the busier the machine) rightly reports no devices, and they are
+    then no longer known when the directory turns unreadable: the test waited
+    for unhealthy devices that could never come.
+    """
+    fresh = link.with_name(link.name + ".new")
+    fresh.symlink_to(target)
+    os.replace(fresh, link)
+
+
 def test_unreadable_directory_keeps_devices_unhealthy(example: Start, tmp_path: Path) -> None:
     # A symlink loop makes the directory unreadable even for root (ELOOP).
     real = tmp_path / "real"
@@ -210,8 +224,7 @@ def test_unreadable_directory_keeps_devices_unhealthy(example: Start, tmp_path: 
     why = "Device directory unreadable: too many levels of symbolic links"
     with launched.client.fingerprint() as stream:
         assert stream.next(10) == group(Device("a"), Device("b", False, BAD_PERMS))
-        link.unlink()
-        link.symlink_to(link)
+        repoint(link, link)
         wait_for(stream, group(Device("a", False, why), Device("b", False, why)))
         with pytest.raises(TimeoutError):
             stream.next(1.0)
@@ -219,13 +232,13 @@ def test_unreadable_directory_keeps_devices_unhealthy(example: Start, tmp_path: 
     assert [m.task_path for m in launched.client.reserve(["a"]).mounts] == ["/tmp/task-mounts/a"]
     with launched.client.fingerprint() as stream:
         assert stream.next(10) == group(Device("a", False, why), Device("b", False, why))
-        link.unlink()
-        link.symlink_to(real)
+        repoint(link, real)
         wait_for(stream, group(Device("a"), Device("b", False, BAD_PERMS)))
     [error] = logged(launched, "cannot list the device directory")
     assert error.level == "error"
     assert error.fields["devices"] == 2
     assert len(logged(launched, "device directory readable again")) == 1
+    assert not [e for e in launched.logs if "device directory not found" in e.message]
 
 
 # ---------------------------------------------------------------- entries Go mishandles

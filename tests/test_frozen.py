@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import inspect
 import pickle
+import re
+import textwrap
 from collections.abc import Mapping
+from dataclasses import field
 from typing import Any
 
 import pytest
@@ -199,13 +203,7 @@ def test_constructors_still_convert_and_check() -> None:
     assert dataclasses.replace(DeviceStats(timestamp=WHEN)).timestamp is WHEN
 
 
-def test_decorator_needs_an_init_and_keeps_what_the_class_defines() -> None:
-    with pytest.raises(TypeError, match="must define __init__"):
-
-        @frozen
-        class NoInit:
-            x: int
-
+def test_decorator_keeps_what_the_class_defines() -> None:
     @frozen
     class Point:
         x: int
@@ -233,3 +231,101 @@ def test_decorator_needs_an_init_and_keeps_what_the_class_defines() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         sub.x = 2
     assert sub != Point(1)  # another class, as a dataclass compares
+
+
+def _pair(body: str) -> tuple[Any, Any]:
+    """The class ``body`` as @frozen and as @dataclass(frozen=True)."""
+    made: list[Any] = []
+    for decorate in (frozen, dataclasses.dataclass(frozen=True)):
+        namespace: dict[str, Any] = {"field": dataclasses.field, "decorate": decorate}
+        namespace["__name__"] = __name__  # string annotations resolve in this module
+        exec(f"@decorate\nclass Sample:\n{textwrap.indent(body, '    ')}", namespace)
+        made.append(namespace["Sample"])
+    return made[0], made[1]
+
+
+def test_a_made_init_is_a_dataclass_init() -> None:
+    ours, ref = _pair('a: int\nb: str = "x"\nc: tuple[int, ...] = ()\n')
+    assert inspect.signature(ours) == inspect.signature(ref)
+    assert ours.__init__.__qualname__ == "Sample.__init__"
+    for args, kwargs in (((1,), {}), ((1, "y"), {"c": (2,)}), ((), {"a": 1, "b": "z"})):
+        assert repr(ours(*args, **kwargs)) == repr(ref(*args, **kwargs))
+    for args, kwargs in (((), {}), ((1, "y", (), 4), {}), ((1,), {"d": 1}), ((1,), {"a": 2})):
+        with pytest.raises(TypeError) as mine:
+            ours(*args, **kwargs)
+        with pytest.raises(TypeError) as theirs:
+            ref(*args, **kwargs)
+        assert str(mine.value) == str(theirs.value)
+    # Stored past __setattr__, into the instance's compact storage, as before.
+    assert ours(1).__dict__ == {"a": 1, "b": "x", "c": ()}
+
+
+@pytest.mark.parametrize("value", SAMPLES + UNHASHABLE, ids=_ids(SAMPLES + UNHASHABLE))
+def test_every_value_class_has_a_dataclass_signature(value: Any) -> None:
+    # Made or written, __init__ takes the fields, in order, with their defaults.
+    cls = type(value)
+    params = list(inspect.signature(cls).parameters.values())
+    assert [p.name for p in params] == [f.name for f in dataclasses.fields(cls)]
+
+
+def test_field_options_mean_what_they_mean_to_a_dataclass() -> None:
+    body = (
+        "a: int\n"
+        "b: int = field(default=0, compare=False)\n"
+        "c: int = field(default=0, hash=False)\n"
+        "d: int = field(default=0, repr=False)\n"
+    )
+    ours, ref = _pair(body)
+    for args in ((1,), (1, 2), (1, 2, 3), (1, 2, 3, 4)):
+        for other in ((1,), (1, 9), (1, 2, 9), (1, 2, 3, 9), (5, 2, 3, 4)):
+            assert (ours(*args) == ours(*other)) == (ref(*args) == ref(*other)), (args, other)
+        assert hash(ours(*args)) == hash(ref(*args))
+        assert repr(ours(*args)) == repr(ref(*args))
+
+
+def test_eq_without_hash_hashes_the_fields_as_a_frozen_dataclass_does() -> None:
+    body = (
+        "a: int\ndef __eq__(self, other): return type(other) is type(self) and self.a == other.a\n"
+    )
+    ours, ref = _pair(body)
+    assert hash(ours(1)) == hash(ref(1)) == hash((1,))
+    assert {ours(1), ours(1)} == {ours(1)}
+    # A __hash__ written beside __eq__ is kept; an explicit None alone stays unhashable.
+    ours, ref = _pair(body + "def __hash__(self): return 7\n")
+    assert hash(ours(1)) == hash(ref(1)) == 7
+    ours, ref = _pair("a: int\n__hash__ = None\n")
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(ours(1))
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(ref(1))
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("a: int = field(default=0, init=False)\n", "init=False is not supported"),
+        ("a: int = field(default=0, kw_only=True)\n", "keyword-only fields"),
+        ("_: dataclasses.KW_ONLY\na: int = 0\n", "keyword-only fields"),
+        ("a: int = 0\ndef __post_init__(self): pass\n", "__post_init__ is not supported"),
+        ("a: list[int] = field(default_factory=list)\n", "has a default_factory; write its"),
+        ("a: int = 0\nb: int\n", "'b' without a default follows one with a default"),
+        ("".join(f"f{i}: int\n" for i in range(9)), "has 9 fields; write its __init__"),
+        ("pass\n", "has 0 fields; write its __init__"),
+    ],
+)
+def test_what_it_does_not_support_is_refused_at_definition(body: str, message: str) -> None:
+    namespace: dict[str, Any] = {"frozen": frozen, "field": dataclasses.field}
+    namespace["__name__"] = __name__  # string annotations resolve in this module
+    with pytest.raises(TypeError, match=re.escape(message)):
+        exec(f"@frozen\nclass Bad:\n{textwrap.indent(body, '    ')}", namespace)
+
+
+def test_a_written_init_may_hold_what_a_made_one_cannot() -> None:
+    @frozen
+    class Many:
+        items: tuple[int, ...] = field(default_factory=tuple)
+
+        def __init__(self, items: tuple[int, ...] | None = None) -> None:
+            set_field(self, "items", tuple(items or ()))
+
+    assert Many().items == () and Many([1]).items == (1,)  # type: ignore[arg-type]

@@ -238,6 +238,10 @@ def test_invalid_group_is_logged_and_never_sent(launch: Launcher) -> None:
     errors = plugin.wait_for_log(lambda e: "invalid device group" in e.message)
     assert errors and errors[0].level == "error"
     assert "device vendor must be specified" in errors[0].message
+    # The valid units are named, and the record says what was dropped (for hosts).
+    assert "unrecognized unit 'A': Nomad knows only KiB MiB GiB" in errors[0].message
+    assert "MHz GHz, mW W kW MW GW" in errors[0].message
+    assert errors[0].fields["dropped"] == "device_group"
 
 
 def test_two_concurrent_streams_each_get_the_state(sdk: Launched) -> None:

@@ -21,7 +21,7 @@ from conftest import SDK_PLUGIN, Launcher
 
 from nomad_device.constants import NOMAD_HANDSHAKE
 from nomad_device.goplugin.client import PluginProcess, ReattachConfig
-from nomad_device.goplugin.hclog import parse_line
+from nomad_device.goplugin.hclog import HclogEntry, parse_line
 from nomad_device.host import DevicePluginClient
 
 
@@ -203,6 +203,48 @@ def test_every_stderr_line_is_hclog_json(launch: Launcher) -> None:
     reserve = [e for e in entries if e.message.startswith("Reserve failed")]
     assert reserve and reserve[0].level == "error"
     assert "RuntimeError: deliberate failure" in str(reserve[0].fields["traceback"])
+
+
+def test_grpc_and_asyncio_internals_stay_out_of_the_log(launch: Launcher) -> None:
+    # gRPC's "[_cygrpc] Loaded running loop" came some twenty times a launch, at
+    # debug, which an agent at log_level = "debug" and the launcher's -v show.
+    plugin = launch()
+    client = plugin.client
+    with client.fingerprint() as stream:
+        stream.next(10)
+    with client.stats(0.1) as stats:
+        stats.next(10)
+    client.reserve(["!print"])
+    client.kill()  # returns once every stderr line has been relayed
+    noise = [
+        (e.module, e.message)
+        for e in plugin.logs
+        if (e.module or "").split(".")[0] in ("grpc", "asyncio") and e.level in ("trace", "debug")
+    ]
+    assert noise == []
+    # The plugin's own debug lines still arrive.
+    assert any(e.level == "debug" and e.message == "printed to stdout" for e in plugin.logs)
+
+
+def test_kill_returns_after_the_last_stderr_line() -> None:
+    # As go-plugin's Kill: what the plugin wrote before exiting has been relayed
+    # by then, even to a consumer that is slower than the plugin's exit.
+    seen: list[HclogEntry] = []
+
+    def slow_consumer(entry: HclogEntry) -> None:
+        time.sleep(0.02)
+        seen.append(entry)
+
+    client = DevicePluginClient.launch(
+        [sys.executable, str(SDK_PLUGIN)], on_log=slow_consumer, start_timeout=30
+    )
+    try:
+        client.reserve(["!print"])
+    finally:
+        client.kill()
+    messages = [e.message for e in seen]
+    assert "printed to stdout" in messages
+    assert any("stopping plugin server" in m for m in messages)
 
 
 def test_stderr_lines_parse_strictly(tmp_path: Path) -> None:

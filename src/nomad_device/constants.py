@@ -8,6 +8,7 @@ from nomad_device.goplugin.handshake import HandshakeConfig
 
 __all__ = [
     "DEVICE_API_VERSION",
+    "DROPPED_FIELD",
     "NOMAD_HANDSHAKE",
     "PLUGIN_TYPE_DEVICE",
 ]
@@ -24,3 +25,8 @@ DEVICE_API_VERSION: Final = "v0.1.0"
 
 #: ``PluginType.DEVICE`` on the wire.
 PLUGIN_TYPE_DEVICE: Final = 3
+
+#: The hclog field on the error a plugin logs when it leaves a group out of a
+#: message because Nomad would refuse it: ``dropped=device_group`` (Fingerprint)
+#: or ``dropped=stats_group`` (Stats). Hosts such as the launcher look for it.
+DROPPED_FIELD: Final = "dropped"

@@ -77,6 +77,8 @@ class InvalidArgument(DevicePluginError):
 
 
 class NotFound(DevicePluginError):
+    """Something the request names does not exist (a device this plugin never reported)."""
+
     code = "NOT_FOUND"
 
 
@@ -93,4 +95,6 @@ class Unavailable(DevicePluginError):
 
 
 class Internal(DevicePluginError):
+    """The plugin failed in a way the caller cannot help; what any other exception becomes."""
+
     code = "INTERNAL"

@@ -38,17 +38,19 @@ __all__ = [
     "StatValue",
 ]
 
+_BYTES: Final = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "kB", "KB", "MB", "GB", "TB", "PB", "EB")
+_HERTZ: Final = ("MHz", "GHz")
+_WATTS: Final = ("mW", "W", "kW", "MW", "GW")
+
 #: Units the Nomad scheduler understands and converts between (bytes, byte
 #: rates, frequency, power). Any other unit on an attribute is rejected.
 UNITS: Final[frozenset[str]] = frozenset(
-    [
-        *("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"),
-        *("kB", "KB", "MB", "GB", "TB", "PB", "EB"),
-        *("KiB/s", "MiB/s", "GiB/s", "TiB/s", "PiB/s", "EiB/s"),
-        *("kB/s", "KB/s", "MB/s", "GB/s", "TB/s", "PB/s", "EB/s"),
-        *("MHz", "GHz"),
-        *("mW", "W", "kW", "MW", "GW"),
-    ]
+    [*_BYTES, *(unit + "/s" for unit in _BYTES), *_HERTZ, *_WATTS]
+)
+#: The units as an error message lists them.
+_UNITS_TEXT: Final = (
+    f"{' '.join(_BYTES[:6])}, {' '.join(_BYTES[6:])}, any of those per second "
+    f"(MiB/s), {' '.join(_HERTZ)}, {' '.join(_WATTS)}"
 )
 
 AttributeValue = int | float | str | bool
@@ -127,8 +129,11 @@ def _frozen_map(items: Mapping[K, V] | None) -> Mapping[K, V]:
     return MappingProxyType(dict(items or {}))
 
 
-# The value classes below are frozen (nomad_device.frozen) and set their fields
-# with set_field, as a frozen dataclass's __init__ does.
+# The value classes below are frozen (nomad_device.frozen): those that only store
+# their arguments get their __init__ made from their fields; the others write
+# one and set each field with set_field, as a frozen dataclass's __init__ does.
+# Those holding mappings hash their fields as frozen dataclasses do, which
+# fails on the mapping: they compare, but do not hash.
 
 
 @frozen
@@ -136,7 +141,8 @@ class Attribute:
     """A typed attribute value; jobs constrain on it as ``${device.attr.<name>}``.
 
     The Python type picks the wire kind: ``bool`` before ``int`` (a bool is an
-    int in Python, not on the wire).
+    int in Python, not on the wire). ``unit`` is one of :data:`UNITS` (on a
+    number only), so that jobs can compare across units (``>= 2 GiB``).
     """
 
     value: AttributeValue
@@ -182,7 +188,7 @@ class Attribute:
             problems.append(f"unit must be a string, not {_kind(self.unit)}")
         elif self.unit:
             if self.unit not in UNITS:
-                problems.append(f"unrecognized unit {self.unit!r}")
+                problems.append(f"unrecognized unit {self.unit!r}: Nomad knows only {_UNITS_TEXT}")
             if isinstance(value, str | bool):
                 problems.append("unit can not be specified on a boolean or string attribute")
         return problems
@@ -200,18 +206,6 @@ class Device:
     healthy: bool = True
     health_description: str = ""
     pci_bus_id: str | None = None
-
-    def __init__(
-        self,
-        id: str,
-        healthy: bool = True,
-        health_description: str = "",
-        pci_bus_id: str | None = None,
-    ) -> None:
-        set_field(self, "id", id)
-        set_field(self, "healthy", healthy)
-        set_field(self, "health_description", health_description)
-        set_field(self, "pci_bus_id", pci_bus_id)
 
     def __eq__(self, other: object) -> bool:
         # Written out, not generic: the engine compares every device of every scan.
@@ -315,8 +309,6 @@ class DeviceGroup:
             dict(self.attributes),
         ) == (other.vendor, other.type, other.name, other.devices, dict(other.attributes))
 
-    __hash__ = None  # type: ignore[assignment]
-
 
 @frozen
 class Mount:
@@ -325,11 +317,6 @@ class Mount:
     task_path: str
     host_path: str
     read_only: bool = False
-
-    def __init__(self, task_path: str, host_path: str, read_only: bool = False) -> None:
-        set_field(self, "task_path", task_path)
-        set_field(self, "host_path", host_path)
-        set_field(self, "read_only", read_only)
 
     def validate(self) -> list[str]:
         problems = [
@@ -353,11 +340,6 @@ class DeviceSpec:
     task_path: str
     host_path: str
     permissions: str = "rw"
-
-    def __init__(self, task_path: str, host_path: str, permissions: str = "rw") -> None:
-        set_field(self, "task_path", task_path)
-        set_field(self, "host_path", host_path)
-        set_field(self, "permissions", permissions)
 
     def validate(self) -> list[str]:
         checks = (
@@ -413,8 +395,6 @@ class Reservation:
             other.devices,
         )
 
-    __hash__ = None  # type: ignore[assignment]
-
 
 @frozen
 class StatValue:
@@ -432,26 +412,6 @@ class StatValue:
     bool_value: bool | None = None
     unit: str = ""
     desc: str = ""
-
-    def __init__(
-        self,
-        float_numerator: float | None = None,
-        float_denominator: float | None = None,
-        int_numerator: int | None = None,
-        int_denominator: int | None = None,
-        string_value: str | None = None,
-        bool_value: bool | None = None,
-        unit: str = "",
-        desc: str = "",
-    ) -> None:
-        set_field(self, "float_numerator", float_numerator)
-        set_field(self, "float_denominator", float_denominator)
-        set_field(self, "int_numerator", int_numerator)
-        set_field(self, "int_denominator", int_denominator)
-        set_field(self, "string_value", string_value)
-        set_field(self, "bool_value", bool_value)
-        set_field(self, "unit", unit)
-        set_field(self, "desc", desc)
 
     def _fine(self) -> bool:
         """The common case, checked cheaply: a node may report 100,000 of these a second."""
@@ -577,8 +537,6 @@ class StatObject:
             dict(other.attributes),
             dict(other.nested),
         )
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def _utcnow() -> _dt.datetime:
@@ -720,8 +678,6 @@ class DeviceGroupStats:
             dict(other.instance_stats),
         )
 
-    __hash__ = None  # type: ignore[assignment]
-
 
 def group_of(
     vendor: str,
@@ -742,18 +698,6 @@ class PluginInfo:
     version: str
     api_versions: tuple[str, ...] = ("v0.1.0",)
     type: int = 3  # DEVICE
-
-    def __init__(
-        self,
-        name: str,
-        version: str,
-        api_versions: tuple[str, ...] = ("v0.1.0",),
-        type: int = 3,
-    ) -> None:
-        set_field(self, "name", name)
-        set_field(self, "version", version)
-        set_field(self, "api_versions", api_versions)
-        set_field(self, "type", type)
 
     def validate(self) -> list[str]:
         problems = [

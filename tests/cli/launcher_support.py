@@ -46,11 +46,16 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60, cwd: Path | None = None
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    cwd: Path | None = None,
+    input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the launcher to completion and capture its output."""
+    """Run the launcher to completion and capture its output (``input``: piped REPL lines)."""
     return subprocess.run(
         [*launcher_command(), *args],
+        input=input,
         capture_output=True,
         text=True,
         env=env or cli_env(),

@@ -119,6 +119,21 @@ def test_fingerprint_table() -> None:
     assert "  dev0  healthy" in result.stdout
 
 
+def test_fingerprint_fails_when_the_plugin_dropped_a_group() -> None:
+    # The plugin logs the group it leaves out (dropped=device_group); the launcher
+    # still shows what was sent, but exits 1, in --json mode too.
+    for extra in ([], ["--json"]):
+        result = run_cli("fingerprint", *extra, "--config-json", '{"invalid_group": true}', SDK)
+        assert result.returncode == 1, result.stderr
+        assert "sdk/test/widget" in result.stdout or '"widget"' in result.stdout
+        assert "unrecognized unit 'A': Nomad knows only KiB" in result.stderr
+        assert result.stderr.rstrip().endswith(
+            "error: the plugin left 1 invalid device group(s) out of its fingerprint "
+            "(its log above says why); Nomad never sees them"
+        )
+    assert run_cli("fingerprint", SDK).returncode == 0
+
+
 def test_fingerprint_json_is_node_resources_devices() -> None:
     result = run_cli("fingerprint", "--json", "--config-json", '{"devices": 1}', SDK)
     assert result.returncode == 0, result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from launcher_support import (
     launcher_command,
     need_example,
     read_pid,
+    run_cli,
     terminals,
     wait_gone,
 )
@@ -161,3 +163,17 @@ def test_watch_redraws_in_place_on_a_terminal(tmp_path: Path, terminal: type[Ter
     assert "A\r\x1b[J" in redraw  # cursor up over the old view, clear, draw anew
     term.send("\x03")
     assert term.wait() == 130
+
+
+def test_reserve_and_stats_wait_for_a_first_fingerprint(tmp_path: Path) -> None:
+    # Nomad reserves only after a fingerprint; the example answers from what it last
+    # detected, so a reserve() typed first used to get "unknown device".
+    need_example()
+    (tmp_path / "dev").write_text("x")
+    config = json.dumps({"dir": str(tmp_path)})
+    result = run_cli(
+        "--config-json", config, "nomad-device-example", input='reserve("dev")\nstats()\nexit()\n'
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"{tmp_path}/dev  /tmp/task-mounts/dev  rw" in result.stdout
+    assert "unknown device" not in result.stderr

@@ -41,6 +41,17 @@ EXPECTED: dict[str, dict[str, tuple[Status, str]]] = {
         "cookie-refusal": (FAIL, "wrote to stdout"),
     },
     "stdout_chatter": {"stdout-quiet": (WARN, "after the handshake")},
+    # Dies of a ModuleNotFoundError at import: exit 1 and text on stderr are no refusal.
+    "dies_at_import": {
+        "cookie-refusal": (FAIL, "crashed (ModuleNotFoundError: No module named"),
+        "handshake": (FAIL, "crashed before its handshake: ModuleNotFoundError"),
+        "hclog-stderr": (FAIL, "not hclog JSON"),
+        **{
+            c.id: (SKIP, "did not start")
+            for c in CHECKS
+            if c.id not in ("cookie-refusal", "handshake", "hclog-stderr")
+        },
+    },
     "slow_shutdown": {"shutdown": (FAIL, "Nomad sends SIGKILL")},
     "plain_logs": {"hclog-stderr": (FAIL, "not hclog JSON")},
     "invalid_group": {"device-groups-valid": (FAIL, "Nomad would drop all devices")},
@@ -73,6 +84,7 @@ EXPECTED: dict[str, dict[str, tuple[Status, str]]] = {
 EVIDENCE: dict[str, tuple[str, str]] = {
     "ends_stream": ("fingerprint-stream-open", "1 message(s) before the end"),
     "stdout_banner": ("handshake", "widget plugin 1.0.0 starting"),
+    "dies_at_import": ("handshake", "ModuleNotFoundError: No module named 'widgets_driver"),
     "stdout_chatter": ("stdout-quiet", "detected 2 widgets"),
     "slow_shutdown": ("shutdown", "forced after"),
     "plain_logs": ("hclog-stderr", "widgets: configured"),
@@ -159,7 +171,23 @@ def test_findings_explain_why_and_how(fixture: str, reports: dict[str, Conforman
         if status in (FAIL, WARN):
             result = reports[fixture].result(check_id)
             assert f"why: {result.check.why[:40]}" in " ".join(text.split())
-            assert f"fix: {result.check.fix[:40]}" in " ".join(text.split())
+            assert f"fix: {result.fix[:40]}" in " ".join(text.split())
+
+
+def test_a_crash_gets_advice_about_the_crash(reports: dict[str, ConformanceReport]) -> None:
+    """Not the general fix about banners and print(): what is wrong is an exception."""
+    for check_id in ("cookie-refusal", "handshake"):
+        result = reports["dies_at_import"].result(check_id)
+        assert result.fix != result.check.fix
+        assert "died of a Python exception" in result.fix
+        assert "A module is missing" in result.fix
+        assert "banner" not in result.fix and "print()" not in result.fix
+    report = reports["dies_at_import"].to_dict()
+    fixes = {r["id"]: r["fix"] for r in report["results"]}
+    assert "A module is missing" in fixes["handshake"]
+    # A banner printed before the handshake still gets the general advice.
+    banner = reports["stdout_banner"].result("handshake")
+    assert banner.fix == banner.check.fix
 
 
 def test_control_plugin_conforms(reports: dict[str, ConformanceReport]) -> None:

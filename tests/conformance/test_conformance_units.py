@@ -166,3 +166,48 @@ def test_the_verdict_counts_skipped_checks() -> None:
     full = _report(*([Status.PASS] * 18))
     assert full.render(strict=True).splitlines()[-1].endswith("-- CONFORMS")
     full.assert_ok(strict=True)
+
+
+def test_python_crash_is_read_from_stderr() -> None:
+    from nomad_device.testing.conformance.launch import python_crash
+
+    chained = [
+        "Traceback (most recent call last):",
+        '  File "p.py", line 3, in <module>',
+        "    import yaml",
+        "ModuleNotFoundError: No module named 'yaml'",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "p.py", line 5, in <module>',
+        "    raise RuntimeError('no yaml')",
+        "RuntimeError: no yaml",
+    ]
+    assert python_crash(chained) == "RuntimeError: no yaml"
+    syntax = [
+        "Traceback (most recent call last):",
+        '  File "p.py", line 2',
+        "    def f(:",
+        "          ^",
+        "SyntaxError: invalid syntax",
+    ]
+    assert python_crash(syntax) == "SyntaxError: invalid syntax"
+    # The SDK's own record of an exception before serving (install_early_excepthook).
+    record = json.dumps(
+        {
+            "@level": "error",
+            "@message": "plugin failed to start: OSError: no config",
+            "@module": "python",
+            "@timestamp": "2026-12-01T08:16:50.299525Z",
+            "error": "OSError: no config",
+            "traceback": "Traceback (most recent call last):\n ...",
+        }
+    )
+    assert python_crash([record]) == "OSError: no config"
+    calm = [
+        json.dumps({"@level": "error", "@message": "not configured", "@timestamp": "x"}),
+        "a plain line",
+        "  an indented one",
+    ]
+    assert python_crash(calm) is None

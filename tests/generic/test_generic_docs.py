@@ -8,6 +8,7 @@ every device they ask for must name a group the page's agent configs produce.
 
 from __future__ import annotations
 
+import glob
 import re
 from pathlib import Path
 
@@ -114,3 +115,35 @@ def test_maps_decode_from_either_spelling() -> None:
         text = f'plugin "nomad-device-generic" {{\n config {{\n{body}\n }}\n}}\n'
         (kind,) = agent_settings(text).kinds
         assert dict(kind.env) == {"A": "b"}
+
+
+def test_the_agents_unknown_key_message_is_what_the_decoder_says() -> None:
+    """The agent's message and the launcher's, as quoted, for ``pathz`` in ``device "kvm"``."""
+    page = DOC.read_text()
+    agent = next(b for b in re.findall(r"```text\n(.*?)```", page, re.S) if "Error starting" in b)
+    launcher = next(b for b in re.findall(r"```text\n(.*?)```", page, re.S) if "$ nomad" in b)
+    plugin = GenericDevicePlugin()
+    name = plugin.plugin_info().name
+    text = (
+        'plugin "nomad-device-generic" {\n  config {\n    device "kvm" {\n'
+        '      pathz = ["/dev/kvm"]\n    }\n  }\n}\n'
+    )
+    where = "/etc/nomad.d/client.hcl"
+    block = hclconfig.parse_agent_text(text, where).select(["nomad-device-generic"], None)
+    [diagnostic] = decode(compile_spec(plugin.config_schema()), block.config).diagnostics
+    # Nomad's loader: multierror prefixes around "<summary>: <detail>" (helper/pluginutils).
+    assert agent.splitlines()[1] == (
+        f'\t* plugin "{name}" (device): failed to parse config:  '
+        f"{diagnostic.summary}: {diagnostic.detail}"
+    )
+    assert launcher.splitlines()[1:] == ["error: failed to parse config:", diagnostic.render(where)]
+
+
+def test_the_loop_device_pattern_leaves_loop_control_out(tmp_path: Path) -> None:
+    # The plugin matches paths with Python's glob; the page's pattern is the one it names.
+    page = DOC.read_text()
+    [pattern] = re.findall(r"`/dev/(loop[^`]*)` gives `loop0`", page)
+    for name in ("loop0", "loop12", "loop-control"):
+        (tmp_path / name).touch()
+    assert sorted(Path(p).name for p in glob.glob(str(tmp_path / pattern))) == ["loop0", "loop12"]
+    assert "loop-control" in {Path(p).name for p in glob.glob(str(tmp_path / "loop*"))}

@@ -6,11 +6,15 @@
  * ctypes code runs unchanged. What it reports comes from a scenario file named
  * by FAKE_NVML_SCENARIO, re-read whenever that file changes (inode, size or
  * mtime), so a test can make a GPU vanish or an event fire under a live
- * stream. tests/nvidia_plugin/fakenvml.py writes the file from a Python dict; one
- * record per line, fields separated by tabs:
+ * stream. tests/nvidia_plugin/fakenvml.py writes the file from a Python dict
+ * (and tests/nvidia_plugin/profiles.py holds one per class of GPU); one record
+ * per line, fields separated by tabs:
  *
- *   init    <nvml return code of nvmlInit>          (9: driver not loaded)
- *   driver  <driver version string>
+ *   init    <nvml return code of nvmlInit>      (9: driver not loaded, 4: no permission)
+ *   driver  <version of the library on disk>    (what a process loads)
+ *   kernel  <version of the loaded kernel module> (default: the driver's)
+ *   root    <0 | 1>                             is the caller privileged (default 1)
+ *   interrupts <n>                              the next n event waits end early
  *   gpus    <device count>
  *   dev     <gpuN | gpuN/migM>  <key>  <value>        a device property
  *   error   <function>  <* | system | gpuN | gpuN/migM>  <code>  <times, 0: always>
@@ -21,6 +25,14 @@
  * it (and on its MIG devices) answer NVML_ERROR_GPU_IS_LOST. An event set
  * delivers the events whose seq is above the highest seq present when it was
  * created, in seq order, for the GPUs and types registered with it.
+ *
+ * What real GPUs do beyond that is modelled from a few class facts on the GPU
+ * (keys "arch": compute capability x 10, "ecc_capable", "ecc_mode",
+ * "mig_capable", "mig_mode", "integrated") and the node ("root", "driver",
+ * "kernel"). Each rule says where it comes from: "nvml.h" is NVIDIA's header
+ * (CUDA 12.6, and 12.9/13.x where a newer driver is named; read from
+ * NVIDIA/go-nvml gen/nvml/nvml.h), "issue 19" the NVML expert's comparison of
+ * this fake with real GPUs that the rules answer.
  *
  * Without a scenario file nvmlInit fails with NVML_ERROR_DRIVER_NOT_LOADED.
  */
@@ -39,11 +51,18 @@ enum {
     NVML_ERROR_UNINITIALIZED = 1,
     NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
     NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
     NVML_ERROR_TIMEOUT = 10,
+    NVML_ERROR_FUNCTION_NOT_FOUND = 13,
     NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_RESET_REQUIRED = 16,
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+    NVML_ERROR_DEPRECATED = 26,
+    NVML_ERROR_NOT_READY = 27,
+    NVML_ERROR_GPU_NOT_FOUND = 28,
     NVML_ERROR_UNKNOWN = 999,
 };
 
@@ -52,8 +71,38 @@ enum {
 #define MAX_KEYS 64
 #define MAX_FAULTS 32
 #define MAX_EVENTS 64
+#define MAX_SETS 16
 #define NO_INSTANCE 0xFFFFFFFFu
-#define DEFAULT_EVENTS 0x10bULL /* single/double-bit ECC, XID, MIG config change */
+
+/* nvml.h: NVML_INIT_FLAG_NO_GPUS, "Don't fail nvmlInit() when no GPUs are found". */
+#define INIT_FLAG_NO_GPUS 1u
+
+/* nvml.h event types. */
+#define EVENT_SINGLE_BIT_ECC 0x1ULL
+#define EVENT_DOUBLE_BIT_ECC 0x2ULL
+#define EVENT_PSTATE 0x4ULL
+#define EVENT_XID 0x8ULL
+#define EVENT_MIG_CONFIG_CHANGE 0x100ULL
+#define EVENT_GPU_UNAVAILABLE 0x4000ULL
+#define EVENT_GPU_RECOVERY_ACTION 0x8000ULL
+#define ECC_EVENTS (EVENT_SINGLE_BIT_ECC | EVENT_DOUBLE_BIT_ECC)
+
+/* nvml.h: NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, NVML_VALUE_TYPE_UNSIGNED_INT. */
+#define FI_GPU_RECOVERY_ACTION 230u
+#define VALUE_TYPE_UNSIGNED_INT 1
+
+/* nvml.h: nvmlMemoryErrorType_t, nvmlEccCounterType_t, nvmlMemoryLocation_t. */
+#define VOLATILE_ECC 0
+#define LOCATION_L1_CACHE 0
+#define LOCATION_L2_CACHE 1
+#define LOCATION_DRAM 2
+
+/* Architectures by compute capability x 10. */
+#define ARCH_AMPERE 80
+
+/* The first driver branch whose nvml.h (CUDA 12.9) has the GPU-unavailable and
+ * recovery-action events and the recovery-action field. */
+#define DRIVER_WITH_RECOVERY 575
 
 /* Layouts as nvidia-ml-py declares them (pynvml.py). */
 struct device {
@@ -80,7 +129,26 @@ typedef struct {
     char busId[32];
 } nvmlPciInfo_t;
 
+typedef union {
+    double dVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    long long sllVal;
+    int siVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct {
+    unsigned int fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    int valueType;
+    nvmlReturn_t nvmlReturn;
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
 struct event_set {
+    int in_use, busy, generation;
     unsigned long long mask[MAX_GPUS];
     long last_seq;
 };
@@ -116,7 +184,8 @@ struct event {
 
 static struct {
     int init_code;
-    char driver[80];
+    char driver[80], kernel[80];
+    int root, interrupts;
     int gpu_count;
     struct node nodes[MAX_GPUS][MAX_MIGS + 1]; /* [g][0]: GPU g, [g][1 + m]: its MIG m */
     int nfaults;
@@ -126,15 +195,39 @@ static struct {
 } sc;
 
 static struct device handles[MAX_GPUS][MAX_MIGS + 1];
+static struct event_set sets[MAX_SETS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int initialized;
+static int generation; /* counts the times NVML was shut down to zero */
+static int waits_running;
 static int loaded;
 static struct stat seen;
+/* The version this copy of the library was built as: the scenario's driver
+ * when it was loaded. A driver upgrade changes the kernel module, not the
+ * copy a process already mapped. */
+static char library_version[80];
 
-__attribute__((constructor)) static void number_handles(void) {
+static void reload(void);
+
+static void copy(char *dst, size_t size, const char *src) {
+    snprintf(dst, size, "%s", src);
+}
+
+__attribute__((constructor)) static void load(void) {
     for (int g = 0; g < MAX_GPUS; g++)
         for (int m = 0; m <= MAX_MIGS; m++)
             handles[g][m] = (struct device){g, m - 1};
+    pthread_mutex_lock(&lock);
+    reload();
+    copy(library_version, sizeof library_version, sc.driver);
+    pthread_mutex_unlock(&lock);
+}
+
+/* Undefined behaviour in real NVML is a crash here, loudly. */
+static void misuse(const char *what) {
+    fprintf(stderr, "fake NVML: %s (undefined in NVML)\n", what);
+    fflush(stderr);
+    abort();
 }
 
 /* ---------------------------------------------------------------- scenario */
@@ -164,10 +257,6 @@ static int parse_target(const char *text, int *gpu, int *mig) {
     return 1;
 }
 
-static void copy(char *dst, size_t size, const char *src) {
-    snprintf(dst, size, "%s", src);
-}
-
 static void parse_line(char *line) {
     char *rest = line;
     const char *kind = next_field(&rest);
@@ -176,6 +265,12 @@ static void parse_line(char *line) {
         sc.init_code = atoi(next_field(&rest));
     } else if (strcmp(kind, "driver") == 0) {
         copy(sc.driver, sizeof sc.driver, next_field(&rest));
+    } else if (strcmp(kind, "kernel") == 0) {
+        copy(sc.kernel, sizeof sc.kernel, next_field(&rest));
+    } else if (strcmp(kind, "root") == 0) {
+        sc.root = atoi(next_field(&rest));
+    } else if (strcmp(kind, "interrupts") == 0) {
+        sc.interrupts = atoi(next_field(&rest));
     } else if (strcmp(kind, "gpus") == 0) {
         sc.gpu_count = atoi(next_field(&rest));
         if (sc.gpu_count > MAX_GPUS)
@@ -232,6 +327,7 @@ static void reload(void) {
         return;
     memset(&sc, 0, sizeof sc);
     copy(sc.driver, sizeof sc.driver, "0.0");
+    sc.root = 1;
     sc.gpu_count = -1;
     char *line = NULL;
     size_t cap = 0;
@@ -243,6 +339,8 @@ static void reload(void) {
     }
     free(line);
     fclose(file);
+    if (sc.kernel[0] == '\0')
+        copy(sc.kernel, sizeof sc.kernel, sc.driver);
     if (sc.gpu_count < 0) {
         sc.gpu_count = 0;
         for (int g = 0; g < MAX_GPUS; g++)
@@ -275,14 +373,30 @@ static const char *value_of(const struct device *d, const char *key) {
     return NULL;
 }
 
+/* A class fact of the GPU a device belongs to (its own for a GPU, the parent's for a MIG device). */
+static long fact(const struct device *d, const char *key, long fallback) {
+    const char *value = value_of(&handles[d->gpu][0], key);
+    return value != NULL ? strtol(value, NULL, 0) : fallback;
+}
+
+static int is_mig(const struct device *d) {
+    return d->mig >= 0;
+}
+
+static int mig_enabled(const struct device *d) {
+    return fact(d, "mig_capable", 0) && fact(d, "mig_mode", 0) == 1;
+}
+
+static int driver_branch(void) {
+    return atoi(library_version);
+}
+
 static int present(const struct device *d) {
     return d->gpu < sc.gpu_count && node_of(d)->present;
 }
 
 static int is_lost(const struct device *d) {
-    const struct device *gpu = &handles[d->gpu][0];
-    const char *lost = value_of(gpu, "lost");
-    return lost != NULL && strcmp(lost, "1") == 0;
+    return fact(d, "lost", 0) == 1;
 }
 
 static int target_matches(const char *target, const struct device *d) {
@@ -306,12 +420,22 @@ static int injected(const char *function, const struct device *d) {
     return NVML_SUCCESS;
 }
 
+/* nvml.h, NVML_ERROR_LIB_RM_VERSION_MISMATCH: "RM detects a driver/library
+ * version mismatch". After a driver upgrade the kernel module is the new
+ * version while a running process still has the old library mapped; every call
+ * fails until that process loads the library afresh (issue 19). */
+static int version_mismatch(void) {
+    return loaded && sc.init_code == NVML_SUCCESS && strcmp(library_version, sc.kernel) != 0;
+}
+
 /* Take the lock and vet a call; the caller releases with finish(). */
 static nvmlReturn_t begin(const char *function, const struct device *d, int needs_device) {
     pthread_mutex_lock(&lock);
     reload();
     if (!initialized)
         return NVML_ERROR_UNINITIALIZED;
+    if (version_mismatch())
+        return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
     if (needs_device && (d == NULL || !is_handle(d)))
         return NVML_ERROR_INVALID_ARGUMENT;
     if (d != NULL && !present(d))
@@ -329,18 +453,23 @@ static nvmlReturn_t finish(nvmlReturn_t rc) {
     return rc;
 }
 
+/* Under the lock: the value of a key, or NOT_SUPPORTED when the device lacks it. */
+static nvmlReturn_t read_ull(nvmlDevice_t d, const char *key, unsigned long long *out) {
+    const char *value = value_of(d, key);
+    if (value == NULL)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (out == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *out = strtoull(value, NULL, 0);
+    return NVML_SUCCESS;
+}
+
 static nvmlReturn_t get_ull(const char *function, nvmlDevice_t d, const char *key,
                             unsigned long long *out) {
     nvmlReturn_t rc = begin(function, d, 1);
     if (rc != NVML_SUCCESS)
         return finish(rc);
-    const char *value = value_of(d, key);
-    if (value == NULL)
-        return finish(NVML_ERROR_NOT_SUPPORTED);
-    if (out == NULL)
-        return finish(NVML_ERROR_INVALID_ARGUMENT);
-    *out = strtoull(value, NULL, 0);
-    return finish(NVML_SUCCESS);
+    return finish(read_ull(d, key, out));
 }
 
 static nvmlReturn_t get_uint(const char *function, nvmlDevice_t d, const char *key,
@@ -350,6 +479,17 @@ static nvmlReturn_t get_uint(const char *function, nvmlDevice_t d, const char *k
     if (rc == NVML_SUCCESS)
         *out = (unsigned int)value;
     return rc;
+}
+
+/* A per-GPU reading a MIG device handle does not give (issue 19, nvml.h's MIG
+ * notes): only identity, memory and instance IDs are per instance. */
+static nvmlReturn_t get_gpu_uint(const char *function, nvmlDevice_t d, const char *key,
+                                 unsigned int *out) {
+    if (d != NULL && is_handle(d) && is_mig(d)) {
+        nvmlReturn_t rc = begin(function, d, 1);
+        return finish(rc != NVML_SUCCESS ? rc : NVML_ERROR_NOT_SUPPORTED);
+    }
+    return get_uint(function, d, key, out);
 }
 
 static nvmlReturn_t get_string(const char *function, nvmlDevice_t d, const char *key, char *buf,
@@ -368,11 +508,17 @@ static nvmlReturn_t get_string(const char *function, nvmlDevice_t d, const char 
 
 /* -------------------------------------------------------------- life cycle */
 
+/* nvml.h, nvmlInitWithFlags / NVML_INIT_FLAG_NO_GPUS: without the flag,
+ * initialising on a node whose driver is loaded but finds no GPU fails with
+ * NVML_ERROR_GPU_NOT_FOUND (28, "No GPUs were found"). */
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
-    (void)flags;
     pthread_mutex_lock(&lock);
     reload();
     nvmlReturn_t rc = sc.init_code;
+    if (rc == NVML_SUCCESS && version_mismatch())
+        rc = NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+    if (rc == NVML_SUCCESS && sc.gpu_count == 0 && !(flags & INIT_FLAG_NO_GPUS))
+        rc = NVML_ERROR_GPU_NOT_FOUND;
     if (rc == NVML_SUCCESS)
         initialized++;
     return finish(rc);
@@ -386,7 +532,16 @@ nvmlReturn_t nvmlShutdown(void) {
     pthread_mutex_lock(&lock);
     if (!initialized)
         return finish(NVML_ERROR_UNINITIALIZED);
-    initialized--;
+    /* Issue 19: nvmlShutdown while another thread waits on an event set is
+     * undefined (nvml.h promises thread safety for calls, not for tearing the
+     * library down under one). */
+    if (waits_running > 0)
+        misuse("nvmlShutdown while nvmlEventSetWait runs in another thread");
+    if (--initialized == 0) {
+        generation++;
+        for (int i = 0; i < MAX_SETS; i++)
+            sets[i].in_use = 0;
+    }
     return finish(NVML_SUCCESS);
 }
 
@@ -400,6 +555,8 @@ const char *nvmlErrorString(nvmlReturn_t rc) {
         return "Invalid Argument";
     case NVML_ERROR_NOT_SUPPORTED:
         return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+        return "Insufficient Permissions";
     case NVML_ERROR_NOT_FOUND:
         return "Not Found";
     case NVML_ERROR_INSUFFICIENT_SIZE:
@@ -408,8 +565,20 @@ const char *nvmlErrorString(nvmlReturn_t rc) {
         return "Driver Not Loaded";
     case NVML_ERROR_TIMEOUT:
         return "Timeout";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+        return "Function Not Found";
     case NVML_ERROR_GPU_IS_LOST:
         return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED:
+        return "GPU requires restart";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+        return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_DEPRECATED:
+        return "Deprecated";
+    case NVML_ERROR_NOT_READY:
+        return "Not Ready";
+    case NVML_ERROR_GPU_NOT_FOUND:
+        return "GPU not found";
     default:
         return "Unknown Error";
     }
@@ -419,9 +588,9 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int size) {
     nvmlReturn_t rc = begin(__func__, NULL, 0);
     if (rc != NVML_SUCCESS)
         return finish(rc);
-    if (version == NULL || strlen(sc.driver) + 1 > size)
+    if (version == NULL || strlen(library_version) + 1 > size)
         return finish(NVML_ERROR_INSUFFICIENT_SIZE);
-    copy(version, size, sc.driver);
+    copy(version, size, library_version);
     return finish(NVML_SUCCESS);
 }
 
@@ -481,31 +650,50 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int size) {
 }
 
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t d, unsigned int *minor) {
-    return get_uint(__func__, d, "minor", minor);
+    return get_gpu_uint(__func__, d, "minor", minor);
 }
 
+/* nvml.h: NVML_DEVICE_PCI_BUS_ID_FMT "%08X:%02X:%02X.0" and the legacy
+ * "%04X:%02X:%02X.0": NVML writes bus IDs in upper case, where sysfs (and so
+ * Nomad's NUMA topology) uses lower case. The scenario gives the numbers. */
 nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci) {
     nvmlReturn_t rc = begin(__func__, d, 1);
     if (rc != NVML_SUCCESS)
         return finish(rc);
-    const char *bus_id = value_of(d, "pci_bus_id");
+    const char *bus_id = value_of(&handles[d->gpu][0], "pci_bus_id");
     if (bus_id == NULL)
         return finish(NVML_ERROR_NOT_SUPPORTED);
     memset(pci, 0, sizeof *pci);
-    copy(pci->busId, sizeof pci->busId, bus_id);
     unsigned int function = 0;
     sscanf(bus_id, "%x:%x:%x.%x", &pci->domain, &pci->bus, &pci->device, &function);
-    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04x:%02x:%02x.%x",
-             pci->domain & 0xffff, pci->bus, pci->device, function);
-    const char *id = value_of(d, "pci_device_id");
+    snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.0", pci->domain, pci->bus,
+             pci->device);
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0",
+             pci->domain & 0xffff, pci->bus, pci->device);
+    const char *id = value_of(&handles[d->gpu][0], "pci_device_id");
     pci->pciDeviceId = id != NULL ? (unsigned)strtoul(id, NULL, 0) : 0;
     return finish(NVML_SUCCESS);
 }
 
 /* ----------------------------------------------------------- static facts */
 
+static nvmlReturn_t memory_rule(nvmlDevice_t d) {
+    /* nvml.h, nvmlDeviceGetMemoryInfo: "the integrated GPU (iGPU) does not use
+     * a dedicated framebuffer ... NVML_ERROR_NOT_SUPPORTED will be returned". */
+    if (fact(d, "integrated", 0))
+        return NVML_ERROR_NOT_SUPPORTED;
+    /* nvml.h, nvmlDeviceGetMemoryInfo and nvmlDeviceGetBAR1MemoryInfo: "In MIG
+     * mode, if device handle is provided, the API returns aggregate
+     * information, only if the caller has appropriate privileges." */
+    if (!is_mig(d) && mig_enabled(d) && !sc.root)
+        return NVML_ERROR_NO_PERMISSION;
+    return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *memory) {
     nvmlReturn_t rc = begin(__func__, d, 1);
+    if (rc == NVML_SUCCESS)
+        rc = memory_rule(d);
     if (rc != NVML_SUCCESS)
         return finish(rc);
     const char *total = value_of(d, "memory_total");
@@ -520,6 +708,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *memory) {
 
 nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t d, nvmlBAR1Memory_t *bar1) {
     nvmlReturn_t rc = begin(__func__, d, 1);
+    if (rc == NVML_SUCCESS)
+        rc = memory_rule(d);
     if (rc != NVML_SUCCESS)
         return finish(rc);
     const char *total = value_of(d, "bar1_total");
@@ -533,11 +723,11 @@ nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t d, nvmlBAR1Memory_t *bar1)
 }
 
 nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t d, unsigned int *width) {
-    return get_uint(__func__, d, "pcie_width", width);
+    return get_gpu_uint(__func__, d, "pcie_width", width);
 }
 
 nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned int *generation) {
-    return get_uint(__func__, d, "pcie_gen", generation);
+    return get_gpu_uint(__func__, d, "pcie_gen", generation);
 }
 
 static const char *clock_name(int type) {
@@ -550,7 +740,7 @@ nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, int type, unsigned int *m
     if (clock_name(type) == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     snprintf(key, sizeof key, "max_clock_%s", clock_name(type));
-    return get_uint(__func__, d, key, mhz);
+    return get_gpu_uint(__func__, d, key, mhz);
 }
 
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int *mhz) {
@@ -558,52 +748,79 @@ nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int *mhz)
     if (clock_name(type) == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     snprintf(key, sizeof key, "clock_%s", clock_name(type));
-    return get_uint(__func__, d, key, mhz);
+    return get_gpu_uint(__func__, d, key, mhz);
 }
 
 nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned int *milliwatts) {
-    return get_uint(__func__, d, "power_limit", milliwatts);
+    return get_gpu_uint(__func__, d, "power_limit", milliwatts);
 }
 
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *milliwatts) {
-    return get_uint(__func__, d, "power_usage", milliwatts);
+    return get_gpu_uint(__func__, d, "power_usage", milliwatts);
 }
 
+/* Recorded nvidia-smi -q -x of driver 595 (a GeForce RTX 3080 and an RTX 4000
+ * Ada, in telegraf's nvidia_smi test data) show display_mode as "Requested
+ * functionality has been deprecated": nvmlDeviceGetDisplayMode answers
+ * NVML_ERROR_DEPRECATED from that branch on. */
+#define DRIVER_WITHOUT_DISPLAY_MODE 595
+
 nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t d, unsigned int *mode) {
-    return get_uint(__func__, d, "display_mode", mode);
+    if (driver_branch() >= DRIVER_WITHOUT_DISPLAY_MODE) {
+        nvmlReturn_t rc = begin(__func__, d, 1);
+        return finish(rc != NVML_SUCCESS ? rc : NVML_ERROR_DEPRECATED);
+    }
+    return get_gpu_uint(__func__, d, "display_mode", mode);
 }
 
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, unsigned int *mode) {
-    return get_uint(__func__, d, "persistence_mode", mode);
+    return get_gpu_uint(__func__, d, "persistence_mode", mode);
 }
 
 /* -------------------------------------------------------------------- MIG */
 
+/* nvml.h, nvmlDeviceGetMigMode: "NVML_ERROR_NOT_SUPPORTED If device doesn't
+ * support MIG mode"; the pending mode equals the current one here. */
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, unsigned int *pending) {
-    nvmlReturn_t rc = get_uint(__func__, d, "mig_mode", current);
-    if (rc == NVML_SUCCESS)
-        *pending = *current;
-    return rc;
+    nvmlReturn_t rc = begin(__func__, d, 1);
+    if (rc != NVML_SUCCESS)
+        return finish(rc);
+    if (is_mig(d) || !fact(d, "mig_capable", 0))
+        return finish(NVML_ERROR_NOT_SUPPORTED);
+    if (current == NULL || pending == NULL)
+        return finish(NVML_ERROR_INVALID_ARGUMENT);
+    *current = *pending = (unsigned)fact(d, "mig_mode", 0);
+    return finish(NVML_SUCCESS);
 }
 
+/* nvml.h, nvmlDeviceGetMaxMigDeviceCount: "Returns zero if MIG is not
+ * supported or enabled" (SUCCESS, not an error); A100 and H100 hold 7. */
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int *count) {
     nvmlReturn_t rc = begin(__func__, d, 1);
     if (rc != NVML_SUCCESS)
         return finish(rc);
-    if (d->mig >= 0 || value_of(d, "mig_mode") == NULL)
-        return finish(NVML_ERROR_NOT_SUPPORTED);
-    *count = MAX_MIGS;
+    if (is_mig(d) || count == NULL)
+        return finish(NVML_ERROR_INVALID_ARGUMENT);
+    *count = mig_enabled(d) ? MAX_MIGS : 0;
     return finish(NVML_SUCCESS);
 }
 
+/* nvml.h, nvmlDeviceGetMigDeviceHandleByIndex: NOT_FOUND "if no valid MIG
+ * device was found at index"; "Handles may be reused and their properties can
+ * change" after a reconfiguration: here slot m always has the same handle,
+ * whichever instance the scenario puts there. */
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int index,
                                                  nvmlDevice_t *mig) {
     nvmlReturn_t rc = begin(__func__, d, 1);
     if (rc != NVML_SUCCESS)
         return finish(rc);
-    if (d->mig >= 0)
+    if (is_mig(d))
         return finish(NVML_ERROR_INVALID_ARGUMENT);
-    if (index >= MAX_MIGS || !sc.nodes[d->gpu][index + 1].present)
+    if (!fact(d, "mig_capable", 0))
+        return finish(NVML_ERROR_NOT_SUPPORTED);
+    if (index >= MAX_MIGS)
+        return finish(NVML_ERROR_INVALID_ARGUMENT);
+    if (!mig_enabled(d) || !sc.nodes[d->gpu][index + 1].present)
         return finish(NVML_ERROR_NOT_FOUND);
     nvmlDevice_t found = &handles[d->gpu][index + 1];
     rc = injected(__func__, found);
@@ -616,16 +833,16 @@ nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t d, nvmlDe
     nvmlReturn_t rc = begin(__func__, d, 1);
     if (rc != NVML_SUCCESS)
         return finish(rc);
-    if (d->mig < 0)
+    if (!is_mig(d))
         return finish(NVML_ERROR_INVALID_ARGUMENT);
     *parent = &handles[d->gpu][0];
     return finish(NVML_SUCCESS);
 }
 
-nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t d, unsigned int *is_mig) {
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t d, unsigned int *is_mig_handle) {
     nvmlReturn_t rc = begin(__func__, d, 1);
     if (rc == NVML_SUCCESS)
-        *is_mig = d->mig >= 0;
+        *is_mig_handle = is_mig(d);
     return finish(rc);
 }
 
@@ -639,8 +856,16 @@ nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t d, unsigned int *id) {
 
 /* ----------------------------------------------------------------- status */
 
+/* nvml.h, utilization, encoder and decoder: "On MIG-enabled GPUs, querying
+ * ... is not currently supported" (through the parent or a MIG handle). */
+static nvmlReturn_t utilization_rule(nvmlDevice_t d) {
+    return is_mig(d) || mig_enabled(d) ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *util) {
     nvmlReturn_t rc = begin(__func__, d, 1);
+    if (rc == NVML_SUCCESS)
+        rc = utilization_rule(d);
     if (rc != NVML_SUCCESS)
         return finish(rc);
     const char *gpu = value_of(d, "util_gpu");
@@ -652,26 +877,60 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *ut
     return finish(NVML_SUCCESS);
 }
 
+static nvmlReturn_t codec_utilization(const char *function, nvmlDevice_t d, const char *key,
+                                      unsigned int *util, unsigned int *period_us) {
+    nvmlReturn_t rc = begin(function, d, 1);
+    if (rc == NVML_SUCCESS)
+        rc = utilization_rule(d);
+    unsigned long long value = 0;
+    if (rc == NVML_SUCCESS)
+        rc = read_ull(d, key, &value);
+    if (rc == NVML_SUCCESS) {
+        *util = (unsigned)value;
+        *period_us = 167000;
+    }
+    return finish(rc);
+}
+
 nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t d, unsigned int *util,
                                              unsigned int *period_us) {
-    nvmlReturn_t rc = get_uint(__func__, d, "util_encoder", util);
-    if (rc == NVML_SUCCESS)
-        *period_us = 167000;
-    return rc;
+    return codec_utilization(__func__, d, "util_encoder", util, period_us);
 }
 
 nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t d, unsigned int *util,
                                              unsigned int *period_us) {
-    nvmlReturn_t rc = get_uint(__func__, d, "util_decoder", util);
-    if (rc == NVML_SUCCESS)
-        *period_us = 167000;
-    return rc;
+    return codec_utilization(__func__, d, "util_decoder", util, period_us);
 }
 
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int *celsius) {
     if (sensor != 0)
         return NVML_ERROR_INVALID_ARGUMENT;
-    return get_uint(__func__, d, "temperature", celsius);
+    return get_gpu_uint(__func__, d, "temperature", celsius);
+}
+
+/* nvml.h, nvmlDeviceGetTotalEccErrors and nvmlDeviceGetMemoryErrorCounter:
+ * "Only applicable to devices with ECC. Requires ECC Mode to be enabled."
+ * GeForce cards have no ECC (issue 19). In MIG mode "Querying volatile errors
+ * using device handles is currently not supported", and a MIG handle gives
+ * only uncorrectable volatile counts outside DRAM. */
+static nvmlReturn_t ecc_rule(nvmlDevice_t d, int error_type, int counter_type, int location) {
+    if (!fact(d, "ecc_capable", 0) || !fact(d, "ecc_mode", 0))
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (is_mig(d))
+        return error_type == 1 && counter_type == VOLATILE_ECC && location >= 0 &&
+                       location != LOCATION_DRAM
+                   ? NVML_SUCCESS
+                   : NVML_ERROR_NOT_SUPPORTED;
+    if (mig_enabled(d) && counter_type == VOLATILE_ECC)
+        return NVML_ERROR_NOT_SUPPORTED;
+    /* nvml.h, nvmlMemoryLocation_t: DRAM and SRAM are the "Turing+" locations
+     * and nvmlEccErrorCounts_t is deprecated because "Different GPU families
+     * can have different memory error counters": Ampere and Hopper report no
+     * L1/L2 cache locations (issue 19). */
+    if ((location == LOCATION_L1_CACHE || location == LOCATION_L2_CACHE) &&
+        fact(d, "arch", ARCH_AMPERE) >= ARCH_AMPERE)
+        return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
 }
 
 static const char *error_type_name(int type) {
@@ -682,33 +941,60 @@ nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t d, int error_type, int
                                              int location, unsigned long long *count) {
     static const char *locations[] = {"l1", "l2", "dram", "rf", "tex", "shm", "cbu", "sram"};
     char key[40];
-    (void)counter_type;
     if (error_type_name(error_type) == NULL || location < 0 || location > 7)
         return NVML_ERROR_INVALID_ARGUMENT;
     snprintf(key, sizeof key, "ecc_%s_%s", error_type_name(error_type), locations[location]);
-    return get_ull(__func__, d, key, count);
+    nvmlReturn_t rc = begin(__func__, d, 1);
+    if (rc == NVML_SUCCESS)
+        rc = ecc_rule(d, error_type, counter_type, location);
+    if (rc == NVML_SUCCESS)
+        rc = read_ull(d, key, count);
+    return finish(rc);
 }
 
 nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int error_type, int counter_type,
                                          unsigned long long *count) {
     char key[40];
-    (void)counter_type;
     if (error_type_name(error_type) == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     snprintf(key, sizeof key, "ecc_%s_total", error_type_name(error_type));
-    return get_ull(__func__, d, key, count);
+    nvmlReturn_t rc = begin(__func__, d, 1);
+    if (rc == NVML_SUCCESS)
+        rc = ecc_rule(d, error_type, counter_type, -1);
+    if (rc == NVML_SUCCESS)
+        rc = read_ull(d, key, count);
+    return finish(rc);
 }
 
+/* nvml.h, nvmlDeviceGetRetiredPagesPendingStatus: "For Kepler or newer fully
+ * supported devices"; it needs ECC memory, and from Ampere on row remapping
+ * replaces page retirement (NVIDIA's GPU memory error management guide), so
+ * only ECC GPUs before Ampere answer. */
 nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t d, unsigned int *pending) {
-    return get_uint(__func__, d, "retired_pages_pending", pending);
+    nvmlReturn_t rc = begin(__func__, d, 1);
+    if (rc == NVML_SUCCESS && (is_mig(d) || !fact(d, "ecc_capable", 0) ||
+                               fact(d, "arch", ARCH_AMPERE) >= ARCH_AMPERE))
+        rc = NVML_ERROR_NOT_SUPPORTED;
+    unsigned long long value = 0;
+    if (rc == NVML_SUCCESS)
+        rc = read_ull(d, "retired_pages_pending", &value);
+    if (rc == NVML_SUCCESS)
+        *pending = (unsigned)value;
+    return finish(rc);
 }
 
+/* nvml.h, nvmlDeviceGetRemappedRows: "For Ampere or newer fully supported
+ * devices"; "NVML_ERROR_NOT_SUPPORTED If MIG is enabled or if the device
+ * doesn't support this feature" (no ECC memory: GeForce, issue 19). */
 nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned int *corrected,
                                        unsigned int *uncorrected, unsigned int *pending,
                                        unsigned int *failure) {
     nvmlReturn_t rc = begin(__func__, d, 1);
     if (rc != NVML_SUCCESS)
         return finish(rc);
+    if (is_mig(d) || mig_enabled(d) || !fact(d, "ecc_capable", 0) ||
+        fact(d, "arch", ARCH_AMPERE) < ARCH_AMPERE)
+        return finish(NVML_ERROR_NOT_SUPPORTED);
     const char *keys[] = {"remapped_rows_corrected", "remapped_rows_uncorrected",
                           "remapped_rows_pending", "remapped_rows_failure"};
     unsigned int *outs[] = {corrected, uncorrected, pending, failure};
@@ -721,15 +1007,69 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned int *corrected,
     return finish(any ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED);
 }
 
+/* nvml.h (CUDA 12.9, driver 575): NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, the
+ * action the driver asks for (nvmlDeviceGpuRecoveryAction_t: 0 none, 1 GPU
+ * reset, 2 node reboot, 3 drain P2P, 4 drain and reset). An older driver
+ * answers the field with NOT_SUPPORTED in its nvmlReturn; the call itself
+ * succeeds. Other fields are not modelled. */
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t *values) {
+    nvmlReturn_t rc = begin(__func__, d, 1);
+    if (rc != NVML_SUCCESS)
+        return finish(rc);
+    if (values == NULL || count < 0)
+        return finish(NVML_ERROR_INVALID_ARGUMENT);
+    for (int i = 0; i < count; i++) {
+        nvmlFieldValue_t *v = &values[i];
+        v->timestamp = 0;
+        v->latencyUsec = 0;
+        if (v->fieldId == FI_GPU_RECOVERY_ACTION && !is_mig(d) &&
+            driver_branch() >= DRIVER_WITH_RECOVERY) {
+            v->valueType = VALUE_TYPE_UNSIGNED_INT;
+            v->value.ullVal = 0;
+            v->value.uiVal = (unsigned)fact(d, "recovery_action", 0);
+            v->nvmlReturn = NVML_SUCCESS;
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+    }
+    return finish(NVML_SUCCESS);
+}
+
 /* ----------------------------------------------------------------- events */
+
+/* Issue 19: event-set operations are not thread-safe. nvml.h calls NVML
+ * thread-safe in general; the fake takes the strict reading: two threads in
+ * operations on one set at once, a set used after nvmlShutdown or after
+ * nvmlEventSetFree, abort the process. Called with the lock held. */
+static struct event_set *use_set(nvmlEventSet_t set, const char *function) {
+    char what[160];
+    int index = (int)(set - sets);
+    if (set == NULL)
+        return NULL;
+    if (index < 0 || index >= MAX_SETS || !set->in_use || set->generation != generation) {
+        snprintf(what, sizeof what, "%s on an event set that was freed or shut down", function);
+        misuse(what);
+    }
+    if (set->busy) {
+        snprintf(what, sizeof what, "%s while another thread uses the same event set", function);
+        misuse(what);
+    }
+    return set;
+}
 
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
     nvmlReturn_t rc = begin(__func__, NULL, 0);
     if (rc != NVML_SUCCESS)
         return finish(rc);
-    struct event_set *created = calloc(1, sizeof *created);
+    struct event_set *created = NULL;
+    for (int i = 0; i < MAX_SETS && created == NULL; i++)
+        if (!sets[i].in_use)
+            created = &sets[i];
     if (created == NULL)
         return finish(NVML_ERROR_UNKNOWN);
+    memset(created, 0, sizeof *created);
+    created->in_use = 1;
+    created->generation = generation;
     for (int i = 0; i < sc.nevents; i++)
         if (sc.events[i].seq > created->last_seq)
             created->last_seq = sc.events[i].seq;
@@ -739,14 +1079,34 @@ nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
 
 nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
     nvmlReturn_t rc = begin(__func__, NULL, 0);
-    if (rc == NVML_SUCCESS)
-        free(set);
-    return finish(rc);
+    if (rc != NVML_SUCCESS)
+        return finish(rc);
+    struct event_set *s = use_set(set, __func__);
+    if (s == NULL)
+        return finish(NVML_ERROR_INVALID_ARGUMENT);
+    s->in_use = 0;
+    return finish(NVML_SUCCESS);
 }
 
+/* nvml.h, nvmlDeviceGetSupportedEventTypes and nvmlDeviceRegisterEvents:
+ * XID and P-state events everywhere; "ECC events are available only on
+ * ECC-enabled devices"; MIG-change events only where MIG exists; the
+ * GPU-unavailable and recovery-action events from the driver whose nvml.h
+ * added them. The mask tells what the GPU can do (ECC capable), registration
+ * checks what it does now (ECC enabled): nvml.h states the ECC condition for
+ * registration only. "supported_events" overrides the mask. */
 static unsigned long long supported_events(const struct device *d) {
     const char *value = value_of(&handles[d->gpu][0], "supported_events");
-    return value != NULL ? strtoull(value, NULL, 0) : DEFAULT_EVENTS;
+    if (value != NULL)
+        return strtoull(value, NULL, 0);
+    unsigned long long mask = EVENT_XID | EVENT_PSTATE;
+    if (fact(d, "ecc_capable", 0))
+        mask |= ECC_EVENTS;
+    if (fact(d, "mig_capable", 0))
+        mask |= EVENT_MIG_CONFIG_CHANGE;
+    if (driver_branch() >= DRIVER_WITH_RECOVERY)
+        mask |= EVENT_GPU_UNAVAILABLE | EVENT_GPU_RECOVERY_ACTION;
+    return mask;
 }
 
 nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d, unsigned long long *types) {
@@ -756,16 +1116,22 @@ nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t d, unsigned long long
     return finish(rc);
 }
 
+/* nvml.h: "If function reports NVML_ERROR_NOT_SUPPORTED, event set can still
+ * be used. None of the requested eventTypes are registered in that case":
+ * one unsupported bit and nothing of the mask is registered. */
 nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types,
                                       nvmlEventSet_t set) {
     nvmlReturn_t rc = begin(__func__, d, 1);
     if (rc != NVML_SUCCESS)
         return finish(rc);
-    if (set == NULL)
+    struct event_set *s = use_set(set, __func__);
+    if (s == NULL || is_mig(d))
         return finish(NVML_ERROR_INVALID_ARGUMENT);
     if (types & ~supported_events(d))
         return finish(NVML_ERROR_NOT_SUPPORTED);
-    set->mask[d->gpu] |= types;
+    if ((types & ECC_EVENTS) && !fact(d, "ecc_mode", 0))
+        return finish(NVML_ERROR_NOT_SUPPORTED);
+    s->mask[d->gpu] |= types;
     return finish(NVML_SUCCESS);
 }
 
@@ -775,37 +1141,66 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* nvml.h, nvmlEventSetWait_v2: returns TIMEOUT "if no event arrived in
+ * specified timeout or interrupt arrived" (so it may end early: "interrupts"),
+ * GPU_IS_LOST "if a GPU has fallen off the bus" (a lost GPU registered with
+ * the set). "In MIG mode ... In absence of required privileges, only the
+ * events which affect all the instances (i.e. whole device) are reported."
+ * The set is busy for the whole wait: see use_set(). */
 nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
                                  unsigned int timeout_ms) {
     double deadline = now_ms() + timeout_ms;
+    nvmlReturn_t rc = begin(__func__, NULL, 0);
+    if (rc != NVML_SUCCESS)
+        return finish(rc);
+    struct event_set *s = use_set(set, __func__);
+    if (s == NULL || data == NULL)
+        return finish(NVML_ERROR_INVALID_ARGUMENT);
+    s->busy = 1;
+    waits_running++;
     for (;;) {
-        nvmlReturn_t rc = begin(__func__, NULL, 0);
-        if (rc != NVML_SUCCESS)
-            return finish(rc);
-        if (set == NULL || data == NULL)
-            return finish(NVML_ERROR_INVALID_ARGUMENT);
         const struct event *next = NULL;
-        for (int i = 0; i < sc.nevents; i++) {
+        for (int g = 0; g < sc.gpu_count && rc == NVML_SUCCESS; g++)
+            if (s->mask[g] && is_lost(&handles[g][0]))
+                rc = NVML_ERROR_GPU_IS_LOST;
+        if (rc == NVML_SUCCESS && sc.interrupts > 0) {
+            sc.interrupts--;
+            rc = NVML_ERROR_TIMEOUT;
+        }
+        for (int i = 0; i < sc.nevents && rc == NVML_SUCCESS; i++) {
             const struct event *e = &sc.events[i];
-            int wanted = e->gpu >= 0 && e->gpu < MAX_GPUS && (set->mask[e->gpu] & e->type);
-            if (wanted && e->seq > set->last_seq && (next == NULL || e->seq < next->seq))
+            int wanted = e->gpu >= 0 && e->gpu < MAX_GPUS && (s->mask[e->gpu] & e->type);
+            int visible = sc.root || e->gi == NO_INSTANCE;
+            if (wanted && e->seq > s->last_seq && !visible)
+                s->last_seq = e->seq; /* dropped: the caller may not see it */
+            else if (wanted && e->seq > s->last_seq && (next == NULL || e->seq < next->seq))
                 next = e;
         }
         if (next != NULL) {
-            set->last_seq = next->seq;
+            s->last_seq = next->seq;
             data->device = &handles[next->gpu][0];
             data->eventType = next->type;
             data->eventData = next->data;
             data->gpuInstanceId = next->gi;
             data->computeInstanceId = next->ci;
-            return finish(NVML_SUCCESS);
+            break;
         }
-        finish(NVML_SUCCESS);
-        if (now_ms() >= deadline)
-            return NVML_ERROR_TIMEOUT;
+        if (rc != NVML_SUCCESS)
+            break;
+        if (now_ms() >= deadline) {
+            rc = NVML_ERROR_TIMEOUT;
+            break;
+        }
+        pthread_mutex_unlock(&lock);
         struct timespec pause = {0, 10 * 1000 * 1000};
         nanosleep(&pause, NULL);
+        pthread_mutex_lock(&lock);
+        reload();
+        rc = version_mismatch() ? NVML_ERROR_LIB_RM_VERSION_MISMATCH : injected(__func__, NULL);
     }
+    s->busy = 0;
+    waits_running--;
+    return finish(rc);
 }
 
 /* ---------------------------------------------------------- test support */
@@ -822,6 +1217,8 @@ unsigned int fakeNvmlSizeof(const char *name) {
         {"nvmlUtilization_t", sizeof(nvmlUtilization_t)},
         {"nvmlPciInfo_t", sizeof(nvmlPciInfo_t)},
         {"nvmlEventData_t", sizeof(nvmlEventData_t)},
+        {"nvmlFieldValue_t", sizeof(nvmlFieldValue_t)},
+        {"nvmlValue_t", sizeof(nvmlValue_t)},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (strcmp(sizes[i].name, name) == 0)

@@ -4,8 +4,10 @@ A scenario is a plain dict, the shape a JSON file would have::
 
     {
       "init": 0,                      # nvmlInit's return code (9: driver not loaded)
-      "driver": "550.54.15",
-      "gpus": [gpu(0), gpu(1, mig=[mig(1, 0), mig(2, 0)])],
+      "driver": "550.54.15",          # the library on disk (a process keeps the one it loaded)
+      "kernel": "550.54.15",          # the loaded kernel module (default: the driver's)
+      "root": 1,                      # 0: the plugin runs unprivileged
+      "gpus": [gpu(0), gpu(1, mig_mode=1, mig=[mig(1, 1, 0, "1g.5gb", 4864)])],
       "errors": [{"call": "nvmlDeviceGetTemperature", "target": "gpu0", "code": 999}],
       "events": [{"seq": 1, "gpu": 0, "type": XID, "data": 48}],
     }
@@ -13,7 +15,10 @@ A scenario is a plain dict, the shape a JSON file would have::
 :class:`Scenario` writes it in the fake's line format, atomically (a new inode
 every time, so the library notices each change). Property names are the
 library's keys, listed in :func:`gpu`; a property left out makes its NVML call
-answer ``NVML_ERROR_NOT_SUPPORTED``.
+answer ``NVML_ERROR_NOT_SUPPORTED``. The class facts (``arch``, ``ecc_capable``,
+``ecc_mode``, ``mig_capable``, ``mig_mode``, ``integrated``) drive the rules
+``fake_nvml.c`` applies on top, as real GPUs of that class answer;
+``profiles.py`` has one scenario per class.
 """
 
 from __future__ import annotations
@@ -21,23 +26,34 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 MiB = 1 << 20
 
-# NVML event types and return codes (nvml.h).
+# NVML event types (nvml.h).
 SINGLE_BIT_ECC = 0x1
 DOUBLE_BIT_ECC = 0x2
+PSTATE = 0x4
 XID = 0x8
 MIG_CONFIG_CHANGE = 0x100
+GPU_UNAVAILABLE = 0x4000
+GPU_RECOVERY_ACTION = 0x8000
 NO_INSTANCE = 0xFFFFFFFF
 
+# NVML return codes (nvml.h).
 SUCCESS = 0
 ERROR_NOT_SUPPORTED = 3
+ERROR_NO_PERMISSION = 4
 ERROR_DRIVER_NOT_LOADED = 9
+ERROR_FUNCTION_NOT_FOUND = 13
 ERROR_GPU_IS_LOST = 15
+ERROR_RESET_REQUIRED = 16
+ERROR_LIB_RM_VERSION_MISMATCH = 18
+ERROR_DEPRECATED = 26
+ERROR_NOT_READY = 27
+ERROR_GPU_NOT_FOUND = 28
 ERROR_UNKNOWN = 999
 
 A100 = "NVIDIA A100-SXM4-40GB"
@@ -50,10 +66,16 @@ def gpu_uuid(index: int) -> str:
 def gpu(index: int, **overrides: Any) -> dict[str, Any]:
     """A GPU as NVML would describe an A100 at rest; ``overrides`` change any key."""
     props: dict[str, Any] = {
+        # Class facts: an Ampere data-centre GPU with ECC on and MIG available.
+        "arch": 80,
+        "ecc_capable": 1,
+        "ecc_mode": 1,
+        "mig_capable": 1,
+        # Readings.
         "uuid": gpu_uuid(index),
         "name": A100,
         "minor": index,
-        "pci_bus_id": f"00000000:{0x07 + 0x10 * index:02X}:00.0",
+        "pci_bus_id": f"00000000:{0x07 + 0x10 * index:02x}:00.0",
         "pci_device_id": "0x20B010DE",
         "memory_total": 40960 * MiB,
         "memory_used": 1024 * MiB,
@@ -95,11 +117,13 @@ def mig_uuid(gpu_index: int, gi: int, ci: int) -> str:
     return f"MIG-{gpu_index:02x}{gi:02x}{ci:02x}00-7b1e-5c3a-9d4f-0e6a2b8c1d{gi:02x}"
 
 
-def mig(gpu_index: int, gi: int, ci: int, profile: str, memory_mib: int) -> dict[str, Any]:
+def mig(
+    gpu_index: int, gi: int, ci: int, profile: str, memory_mib: int, parent: str = A100
+) -> dict[str, Any]:
     """A MIG device named as NVML names them: ``<GPU name> MIG <profile>``."""
     return {
         "uuid": mig_uuid(gpu_index, gi, ci),
-        "name": f"{A100} MIG {profile}",
+        "name": f"{parent} MIG {profile}",
         "memory_total": memory_mib * MiB,
         "memory_used": 13 * MiB,
         "gi": gi,
@@ -111,6 +135,11 @@ def to_lines(scenario: Mapping[str, Any]) -> str:
     """The fake library's line format (see the comment atop ``fake_nvml.c``)."""
     lines = [f"init\t{scenario.get('init', SUCCESS)}"]
     lines.append(f"driver\t{scenario.get('driver', '550.54.15')}")
+    if "kernel" in scenario:
+        lines.append(f"kernel\t{scenario['kernel']}")
+    lines.append(f"root\t{scenario.get('root', 1)}")
+    if scenario.get("interrupts"):
+        lines.append(f"interrupts\t{scenario['interrupts']}")
     gpus = scenario.get("gpus", [])
     lines.append(f"gpus\t{scenario.get('count', len(gpus))}")
     for g, props in enumerate(gpus):
@@ -119,6 +148,8 @@ def to_lines(scenario: Mapping[str, Any]) -> str:
                 continue
             lines.append(f"dev\tgpu{g}\t{key}\t{_text(value)}")
         for slot, mig_props in enumerate(props.get("mig", [])):
+            if mig_props is None:
+                continue  # an empty slot
             for key, value in mig_props.items():
                 lines.append(f"dev\tgpu{g}/mig{slot}\t{key}\t{_text(value)}")
     for error in scenario.get("errors", []):
@@ -171,6 +202,11 @@ class Scenario:
                 target.pop(key, None)
             else:
                 target[key] = value
+        self.write()
+
+    def set_migs(self, gpu_index: int, migs: Sequence[Mapping[str, Any] | None]) -> None:
+        """Reconfigure one GPU's MIG devices (slot by slot; None leaves a slot empty)."""
+        self.data["gpus"][gpu_index]["mig"] = [None if m is None else dict(m) for m in migs]
         self.write()
 
     def update(self, **top: Any) -> None:

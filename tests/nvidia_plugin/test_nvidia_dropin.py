@@ -99,7 +99,9 @@ def test_no_config_block_means_the_go_defaults(scenario: Scenarios, launch: Any)
             'in duration "5 minutes"',
         ),
         ({"fingerprint_period": "0s"}, 'fingerprint period "0s" must be greater than zero'),
-        ({"share": 0}, "share must be at least 1, got 0"),
+        ({"share": 0}, "share must be from 1 to 10000, got 0"),
+        # Each instance is a device Nomad stores: a billion would exhaust memory.
+        ({"share": 1_000_000_000}, "share must be from 1 to 10000, got 1000000000"),
         ({"recovery_quiet_period": "soon"}, 'failed to parse recovery_quiet_period "soon"'),
         ({"dev_root": "dev"}, 'dev_root must be an absolute path, got "dev"'),
     ],

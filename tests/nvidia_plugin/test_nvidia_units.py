@@ -15,7 +15,7 @@ from nomad_device.plugins.nvidia.config import (
     NvidiaConfig,
     settings_from,
 )
-from nomad_device.plugins.nvidia.health import HealthMarks, describe_xid, verdict
+from nomad_device.plugins.nvidia.health import MIN_SHOWN, HealthMarks, describe_xid, verdict
 from nomad_device.plugins.nvidia.mig import (
     MigMinorsError,
     capability_minors,
@@ -72,11 +72,15 @@ def test_marks_clear_only_when_quiet_and_queried_fine() -> None:
     assert marks.next_expiry(30.0) is None
 
 
-def test_a_zero_quiet_period_still_shows_the_event_once() -> None:
+def test_a_short_quiet_period_clears_soon_after_the_event_was_shown() -> None:
     marks = HealthMarks()
     marks.mark(["a"], "XID 48: double-bit ECC error", now=10.0)
-    assert marks.settle("a", query_ok=True, quiet_period=0.0, now=10.0) is not None
-    assert marks.settle("a", query_ok=True, quiet_period=0.0, now=10.5) is None
+    assert marks.settle("a", query_ok=True, quiet_period=0.0, now=10.02) is not None
+    # Shown at 10.02: the next scan is due MIN_SHOWN later, not after a whole period
+    # (the quiet period alone ended at 10.0, before the scan that showed it).
+    assert marks.next_expiry(0.0) == pytest.approx(10.02 + MIN_SHOWN)
+    assert marks.settle("a", query_ok=True, quiet_period=0.0, now=10.5) is not None
+    assert marks.settle("a", query_ok=True, quiet_period=0.0, now=10.02 + MIN_SHOWN) is None
 
 
 def test_verdict_puts_the_event_first_and_dedupes() -> None:
@@ -118,15 +122,16 @@ def test_pci_bandwidth_as_the_go_plugin_computes_it() -> None:
     ]
 
 
-def test_stats_say_na_for_what_nvml_cannot_give() -> None:
+def test_stats_leave_out_what_nvml_cannot_give() -> None:
     now = _dt.datetime.now(_dt.UTC)
     full = device_stats(
         StatsReading(memory_used_mib=10, memory_total_mib=100, power_w=70.1234), now
     )
     assert full.stats is not None
-    assert sorted(full.stats.attributes) == sorted(STAT_NAMES)
+    assert sorted(full.stats.attributes) == ["Memory state", "Power usage"]
     power = full.stats.attributes["Power usage"]
-    assert (power.string_value, power.unit) == ("N/A", "W")  # no limit known: no fraction
+    # No limit known: the draw alone.
+    assert (power.float_numerator, power.float_denominator, power.unit) == (70.123, None, "W")
     assert full.summary is not None and (full.summary.int_numerator, full.summary.unit) == (
         10,
         "MiB",
@@ -135,3 +140,5 @@ def test_stats_say_na_for_what_nvml_cannot_give() -> None:
     assert limited.stats is not None
     watts = limited.stats.attributes["Power usage"]
     assert (watts.float_numerator, watts.float_denominator) == (70.123, 300.0)
+    assert limited.summary is None  # no memory figures: no summary
+    assert set(STAT_NAMES) >= set(full.stats.attributes)

@@ -85,7 +85,10 @@ class SyncPlugin(DevicePlugin[Config]):
             )
         ]
         if self.config.invalid_group:
-            groups.append(DeviceGroup("", "test", "broken", (Device("x"),)))
+            # No vendor, and a unit Nomad does not know.
+            groups.append(
+                DeviceGroup("", "test", "broken", (Device("x"),), {"current": Attribute(5, "A")})
+            )
         return groups
 
     def _reserve(self, device_ids: Sequence[str]) -> Reservation:

@@ -101,7 +101,7 @@ def test_every_block_is_exercised() -> None:
     ]
     assert len(_snippets()) == 2
     assert len(_commands()) == 2
-    assert len(_samples()) == 2
+    assert len(_samples()) == 3
 
 
 def test_example_test_files_pass(workdir: Path) -> None:
@@ -147,6 +147,16 @@ def test_sample_finding_matches_a_real_one() -> None:
     real = _mask(report.render())
     for line in sample.strip("\n").splitlines():
         assert _mask(line) in real.splitlines(), line
+
+
+def test_sample_crash_matches_a_real_one() -> None:
+    sample = _samples()[2]
+    report = run_conformance([sys.executable, str(FIXTURES / "dies_at_import.py")])
+    real = report.render().splitlines()
+    shown = [line for line in sample.strip("\n").splitlines() if line.strip() != "..."]
+    assert len(shown) > 10
+    for line in shown:
+        assert line in real, line
 
 
 def test_check_table_lists_every_check_in_order() -> None:

@@ -361,6 +361,9 @@ class App:
         pump, groups = self.first_fingerprint(opened)
         if not self.opts.watch:
             self.show_groups(groups, 1, single=True)
+            # Killed as Nomad kills it, the plugin has had its last log line read.
+            opened.session.close()
+            self.fail_if_dropped(opened.session)
             return 0
         number = 1
         self.show_groups(groups, number, single=False)
@@ -373,6 +376,15 @@ class App:
             number += 1
             self.warn_invalid(groups)
             self.show_groups(groups, number, single=False)
+
+    def fail_if_dropped(self, session: PluginSession) -> None:
+        """Fail when the plugin logged that it left device groups out of its fingerprint."""
+        count = session.dropped["device_group"]
+        if count:
+            raise Failure(
+                f"the plugin left {count} invalid device group(s) out of its fingerprint "
+                "(its log above says why); Nomad never sees them"
+            )
 
     def show_groups(self, groups: list[DeviceGroup], number: int, *, single: bool) -> None:
         if self.opts.json:

@@ -7,6 +7,8 @@ one round of statistics and a reservation.
 
 from __future__ import annotations
 
+import json
+import shlex
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,7 +93,11 @@ def run_demo(app: App) -> int:
             out(render.render_reservation(client.reserve([healthy[0]]), style))
         fingerprint.cancel()
         out("")
-        out(style.dim("Try it yourself: nomad-device-launcher nomad-device-example"))
+        config = shlex.quote(json.dumps({"dir": str(directory)}))
+        command = f"nomad-device-launcher --config-json {config} nomad-device-example"
+        out(style.dim(f"Try it yourself: {command}"))
+        if not app.opts.keep:
+            out(style.dim("(the directory is removed now: add --keep to use it afterwards)"))
         return 0
     except (CallError, StreamEnded, TimeoutError) as exc:
         raise app.fail_call(exc, "demo") from None

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 from nomad_device.cli import render
 from nomad_device.cli.parsing import parse_interval
-from nomad_device.cli.session import PluginDied
+from nomad_device.cli.session import PluginDied, StreamEnded, StreamPump
 from nomad_device.host import CallError, Stream
 
 if TYPE_CHECKING:
@@ -141,6 +141,8 @@ class Repl:
         self.feeds: dict[str, _Feed] = {}
         self.stopping = False
         self._readline: object | None = None
+        #: Set once the plugin has sent a fingerprint in this session.
+        self.fingerprinted = threading.Event()
 
     # -- setup -------------------------------------------------------------------
 
@@ -293,6 +295,7 @@ class Repl:
 
         def show(number: int, groups: object) -> None:
             assert isinstance(groups, list)
+            self.fingerprinted.set()
             self.console.print(
                 self._header("fingerprint", number)
                 + "\n"
@@ -308,6 +311,29 @@ class Repl:
             feed.stop()
             self.console.print("> fingerprint stopped")
 
+    def _ensure_fingerprinted(self) -> None:
+        """Wait for a first fingerprint if there was none yet.
+
+        A Nomad client calls Reserve and Stats only for a plugin that has sent
+        one; a plugin may well answer from what it last detected (the example
+        does), so asking earlier would get "unknown device".
+        """
+        if self.fingerprinted.is_set():
+            return
+        timeout = self.app.opts.timeout
+        if "fingerprint" in self.feeds:
+            if not self.fingerprinted.wait(timeout):
+                raise ValueError(f"no fingerprint within {timeout:g}s")
+            return
+        pump = StreamPump(self.opened.client.fingerprint(), "fingerprint")
+        try:
+            pump.get(timeout)
+        except (TimeoutError, StreamEnded) as exc:
+            raise ValueError(str(exc)) from None
+        finally:
+            pump.cancel()
+        self.fingerprinted.set()
+
     def do_stats(self, args: list[str]) -> None:
         if "stats" in self.feeds:
             self.console.print("> stats is already running")
@@ -316,6 +342,7 @@ class Repl:
             interval = parse_interval(args[0]) if args else 1.0
         except argparse.ArgumentTypeError as exc:
             raise ValueError(f"bad interval: {exc}") from None
+        self._ensure_fingerprinted()
 
         def show(number: int, groups: object) -> None:
             assert isinstance(groups, list)
@@ -336,6 +363,7 @@ class Repl:
         if not args:
             self.console.error("> reserve needs device IDs: reserve(id1, id2, ...)")
             return
+        self._ensure_fingerprinted()
         reservation = self.opened.client.reserve(args)
         self.console.print(
             self.style.cyan(f"> reserve({', '.join(args)})")

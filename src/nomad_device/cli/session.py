@@ -26,6 +26,7 @@ from typing import Final, Generic, TypeVar
 from nomad_device.cli.console import Console
 from nomad_device.cli.process import Interrupted, SignalGuard, resolve_command
 from nomad_device.cli.render import Style
+from nomad_device.constants import DROPPED_FIELD
 from nomad_device.goplugin.client import KillResult, PluginError
 from nomad_device.goplugin.hclog import HclogEntry
 from nomad_device.host import CallError, DevicePluginClient, Stream
@@ -168,6 +169,8 @@ class PluginSession:
         self.log_threshold = _LEVEL_ORDER.get(log_level, 2)
         self.name = os.path.basename(display_name(self.command))
         self.recent: collections.deque[HclogEntry] = collections.deque(maxlen=12)
+        #: What the plugin said it left out of its messages (``dropped=<kind>``), by kind.
+        self.dropped: collections.Counter[str] = collections.Counter()
         self.client: DevicePluginClient | None = None
         self._closed = False
         self._quiet_logger = logging.getLogger("nomad_device.cli.plugin-relay")
@@ -177,6 +180,9 @@ class PluginSession:
 
     def on_log(self, entry: HclogEntry) -> None:
         self.recent.append(entry)
+        kind = entry.fields.get(DROPPED_FIELD)
+        if isinstance(kind, str):
+            self.dropped[kind] += 1
         level = entry.level if entry.level in _LEVEL_ORDER else "debug"
         if _LEVEL_ORDER[level] >= self.log_threshold:
             self.console.log(format_log(entry, self.name, self.console.err_style))

@@ -41,6 +41,10 @@ __all__ = ["KillResult", "PluginError", "PluginProcess", "ReattachConfig"]
 DEFAULT_START_TIMEOUT: Final = 60.0
 #: go-plugin's wait between Shutdown and SIGKILL.
 KILL_GRACE: Final = 2.0
+#: How long a kill waits, once the process is gone, for its last stderr lines.
+#: go-plugin waits for its stderr reader without a bound; a grandchild holding
+#: the pipe open must not hang the host, hence one.
+STDERR_DRAIN: Final = 2.0
 
 
 #: As go-plugin's client: no retries, and no 4 MiB cap on messages (a plugin with
@@ -99,6 +103,8 @@ class PluginProcess:
         self._client_pair: KeyPair | None = None
         self._channel_closed = False
         self.stdio: list[tuple[int, bytes]] = []
+        #: The thread relaying a launched plugin's stderr (None when reattached).
+        self.stderr_relay: threading.Thread | None = None
         #: True once this side began to end the connection (``close()`` or ``kill()``):
         #: from then on, an end of any stream is ours, not the plugin's.
         self.closing = False
@@ -191,6 +197,7 @@ class PluginProcess:
         except BaseException:
             _force_kill(process)
             raise
+        plugin.stderr_relay = relay
         return plugin
 
     @classmethod
@@ -260,20 +267,33 @@ class PluginProcess:
         self._close_channel()
 
     def kill(self, grace: float = KILL_GRACE) -> KillResult:
-        """Shutdown RPC, wait ``grace`` seconds, then SIGKILL the PID only."""
+        """Shutdown RPC, wait ``grace`` seconds, then SIGKILL the PID only.
+
+        Like go-plugin's ``Kill``, it returns once the plugin's stderr has been
+        read to its end too, so every line the plugin wrote has been relayed
+        (``on_log`` called) by then.
+        """
         start = time.monotonic()
         self.closing = True
         if not self._alive():
             self._close_channel()
+            self._drain_stderr()
             return KillResult("gone", 0.0, self._returncode())
         graceful = self._shutdown_rpc(grace)
         self._close_channel()
         if graceful and self._wait(grace):
+            self._drain_stderr()
             return KillResult("graceful", time.monotonic() - start, self._returncode())
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         self._wait(5.0)
+        self._drain_stderr()
         return KillResult("forced", time.monotonic() - start, self._returncode())
+
+    def _drain_stderr(self) -> None:
+        relay = self.stderr_relay
+        if relay is not None and relay is not threading.current_thread():
+            relay.join(STDERR_DRAIN)
 
     def _shutdown_rpc(self, grace: float) -> bool:
         """Call Shutdown; False when the plugin could not be asked to exit.

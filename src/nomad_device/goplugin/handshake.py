@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from nomad_device.frozen import frozen, set_field
+from nomad_device.frozen import frozen
 
 __all__ = [
     "CORE_PROTOCOL_VERSION",
@@ -59,13 +59,6 @@ class HandshakeConfig:
     magic_cookie_key: str
     magic_cookie_value: str
 
-    def __init__(
-        self, protocol_version: int, magic_cookie_key: str, magic_cookie_value: str
-    ) -> None:
-        set_field(self, "protocol_version", protocol_version)
-        set_field(self, "magic_cookie_key", magic_cookie_key)
-        set_field(self, "magic_cookie_value", magic_cookie_value)
-
     def cookie_ok(self, environ: Mapping[str, str] | None = None) -> bool:
         env = os.environ if environ is None else environ
         return env.get(self.magic_cookie_key) == self.magic_cookie_value
@@ -100,24 +93,6 @@ class HandshakeLine:
     cert: str = ""
     core_version: int = CORE_PROTOCOL_VERSION
     multiplex: bool | None = None
-
-    def __init__(
-        self,
-        app_version: int,
-        network: str,
-        address: str,
-        protocol: str = "grpc",
-        cert: str = "",
-        core_version: int = CORE_PROTOCOL_VERSION,
-        multiplex: bool | None = None,
-    ) -> None:
-        set_field(self, "app_version", app_version)
-        set_field(self, "network", network)
-        set_field(self, "address", address)
-        set_field(self, "protocol", protocol)
-        set_field(self, "cert", cert)
-        set_field(self, "core_version", core_version)
-        set_field(self, "multiplex", multiplex)
 
     def render(self) -> str:
         fields = [

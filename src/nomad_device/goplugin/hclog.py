@@ -27,6 +27,7 @@ from typing import Any, Final
 from nomad_device.frozen import frozen, set_field
 
 __all__ = [
+    "QUIET_LIBRARIES",
     "TRACE",
     "HclogEntry",
     "HclogFormatter",
@@ -55,6 +56,15 @@ _LEVELS: Final = {
     "warn": logging.WARNING,
     "error": logging.ERROR,
 }
+
+#: Libraries whose debug lines describe their own internals, not the plugin:
+#: gRPC's asyncio glue logs ``[_cygrpc] Loaded running loop: id(loop)=...``
+#: for nearly every call (about twenty per launch), asyncio its selector. A
+#: plugin logs at trace by default and the host filters, so at ``-v`` or an
+#: agent's ``log_level = "debug"`` those lines would bury the plugin's own.
+#: Their warnings and errors still come through. A level set on one of these
+#: loggers before serving starts is kept.
+QUIET_LIBRARIES: Final = ("grpc", "asyncio")
 
 # LogRecord attributes that are plumbing, not author-supplied fields.
 _RECORD_ATTRS: Final = frozenset(
@@ -330,6 +340,10 @@ def install_plugin_logging(level: int = TRACE, capture_stdio: bool = True) -> St
         root.removeHandler(old)
     root.addHandler(HclogHandler(fd))
     root.setLevel(level)
+    for name in QUIET_LIBRARIES:
+        library = logging.getLogger(name)
+        if library.level == logging.NOTSET:
+            library.setLevel(logging.INFO)
     logging.raiseExceptions = False  # never print logging's own errors as raw text
     logging.captureWarnings(True)
     warnings.simplefilter("default")

@@ -128,6 +128,8 @@ def load_job(
 
 
 def parse_job_text(text: str, origin: str, *, enterprise: bool = False) -> Job:
+    """A job from its text (HCL2, or the API's JSON when it starts with ``{``), validated as
+    Nomad validates one; ``origin`` names it in errors."""
     if text.lstrip(" ").startswith("{"):
         job = _JsonJob(origin).read(text)
     else:

@@ -96,6 +96,7 @@ class DevicePlugin(Generic[ConfigT]):
     # -- base plugin ----------------------------------------------------------
 
     def plugin_info(self) -> PluginInfo:
+        """What PluginInfo answers: ``name`` and ``version`` as a device plugin."""
         return PluginInfo(name=self.name or type(self).__name__, version=self.version)
 
     def config_schema(self) -> Spec:

@@ -30,6 +30,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from nomad_device.constants import DROPPED_FIELD
 from nomad_device.model import DeviceGroup, DeviceGroupStats
 from nomad_device.plugin.backoff import BACKOFF_START, Backoff, backoff_delay
 from nomad_device.plugin.calls import calls_of, describe, slow_after, tunable
@@ -115,15 +116,19 @@ def printable(text: str, limit: int = MAX_REASON) -> str:
 
 
 class ProblemLog:
-    """Logs each distinct validation problem once, not on every period."""
+    """Logs each distinct validation problem once, not on every period.
+
+    Each record carries ``dropped=<kind>`` (``DROPPED_FIELD``), so that a host
+    can tell from the log alone that something was left out of a message.
+    """
 
     def __init__(self) -> None:
         self._last: frozenset[str] = frozenset()
 
-    def report(self, problems: list[str], what: str) -> None:
+    def report(self, problems: list[str], what: str, dropped: str) -> None:
         current = frozenset(problems)
         for problem in sorted(current - self._last):
-            log.error("%s not sent to Nomad: %s", what, problem)
+            log.error("%s not sent to Nomad: %s", what, problem, extra={DROPPED_FIELD: dropped})
         self._last = current
 
 
@@ -175,13 +180,13 @@ def check_stats(groups: object) -> tuple[list[DeviceGroupStats], list[str]]:
 def valid_groups(groups: object, problems: ProblemLog | None = None) -> tuple[DeviceGroup, ...]:
     """Keep the groups Nomad would accept; log the rest (never send them)."""
     kept, found = check_groups(groups)
-    (problems or ProblemLog()).report(found, "invalid device group")
+    (problems or ProblemLog()).report(found, "invalid device group", "device_group")
     return tuple(kept)
 
 
 def valid_stats(groups: object, problems: ProblemLog | None = None) -> list[DeviceGroupStats]:
     kept, found = check_stats(groups)
-    (problems or ProblemLog()).report(found, "invalid stats group")
+    (problems or ProblemLog()).report(found, "invalid stats group", "stats_group")
     return kept
 
 

@@ -115,7 +115,7 @@ def fingerprint_response(groups: object, problems: ProblemLog) -> device_pb2.Fin
         except Exception as exc:
             del response.device_group[-1]
             found.append(f"group {group.key!r} does not convert: {type(exc).__name__}: {exc}")
-    problems.report(found, "invalid device group")
+    problems.report(found, "invalid device group", "device_group")
     return response
 
 
@@ -130,7 +130,7 @@ def stats_response(groups: object, problems: ProblemLog) -> device_pb2.StatsResp
             del response.groups[-1]
             key = f"{group.vendor}/{group.type}/{group.name}"
             found.append(f"stats group {key!r} does not convert: {type(exc).__name__}: {exc}")
-    problems.report(found, "invalid stats group")
+    problems.report(found, "invalid stats group", "stats_group")
     return response
 
 

@@ -20,9 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["SEPARATOR", "instance_ids", "physical_ids", "split_instance"]
+__all__ = ["MAX_SHARE", "SEPARATOR", "instance_ids", "physical_ids", "split_instance"]
 
 SEPARATOR: Final = "::"
+#: The most instances one device may be offered as: each is a device Nomad
+#: stores and schedules, and a share of a billion would run the plugin (and
+#: the Nomad servers) out of memory.
+MAX_SHARE: Final = 10_000
 
 
 def instance_ids(device_id: str, share: int) -> tuple[str, ...]:

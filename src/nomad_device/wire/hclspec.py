@@ -188,6 +188,7 @@ class Default:
         set_field(self, "default", default)
 
 
+#: Any node of a schema: what ``config_schema()`` returns and ``to_proto`` converts.
 Spec: TypeAlias = (
     Object | Array | Attr | Block | BlockAttrs | BlockList | BlockSet | BlockMap | Literal | Default
 )

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple
 
 from nomad_device.errors import Internal, InvalidArgument
-from nomad_device.frozen import frozen, set_field
+from nomad_device.frozen import frozen
 from nomad_device.golang import (
     GoDurationError,
     file_mode_string,
@@ -153,18 +153,6 @@ class Listing:
     state: Literal["ok", "missing", "unreadable"] = "ok"
     error: str = ""
     problems: tuple[str, ...] = ()
-
-    def __init__(
-        self,
-        entries: tuple[Entry, ...],
-        state: Literal["ok", "missing", "unreadable"] = "ok",
-        error: str = "",
-        problems: tuple[str, ...] = (),
-    ) -> None:
-        set_field(self, "entries", entries)
-        set_field(self, "state", state)
-        set_field(self, "error", error)
-        set_field(self, "problems", problems)
 
 
 def _reason(exc: OSError) -> str:

@@ -65,6 +65,7 @@ from nomad_device.plugins.generic.stats import collect
 
 __all__ = ["PLUGIN_NAME", "PLUGIN_VERSION", "GenericDevicePlugin"]
 
+#: The name in PluginInfo: Nomad's own log lines name the plugin by it.
 PLUGIN_NAME: Final = "generic-device"
 PLUGIN_VERSION: Final = "0.1.0"
 

@@ -24,7 +24,9 @@ from typing import Final
 
 __all__ = ["ENV_DEV_ROOT", "ENV_SYS_ROOT", "Roots"]
 
+#: The environment variable whose value stands for ``/dev`` (a fake tree in tests).
 ENV_DEV_ROOT: Final = "NOMAD_DEVICE_GENERIC_DEV_ROOT"
+#: The environment variable whose value stands for ``/sys``.
 ENV_SYS_ROOT: Final = "NOMAD_DEVICE_GENERIC_SYS_ROOT"
 
 _DEV: Final = "/dev"

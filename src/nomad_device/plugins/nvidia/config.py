@@ -13,6 +13,7 @@ from typing import Final
 
 from nomad_device.errors import InvalidArgument
 from nomad_device.golang import GoDurationError, format_duration, parse_duration, quote
+from nomad_device.plugins.sharing import MAX_SHARE
 from nomad_device.wire import hclspec
 
 __all__ = ["CONFIG_SPEC", "DEFAULT_IGNORED_XIDS", "NvidiaConfig", "Settings", "settings_from"]
@@ -92,8 +93,8 @@ def settings_from(config: NvidiaConfig) -> Settings:
     """Check a decoded config; raise InvalidArgument naming the setting."""
     period_ns = _duration("fingerprint period", config.fingerprint_period, allow_zero=False)
     quiet_ns = _duration("recovery_quiet_period", config.recovery_quiet_period, allow_zero=True)
-    if config.share < 1:
-        raise InvalidArgument(f"share must be at least 1, got {config.share}")
+    if not 1 <= config.share <= MAX_SHARE:
+        raise InvalidArgument(f"share must be from 1 to {MAX_SHARE}, got {config.share}")
     bad = [xid for xid in config.ignored_xids if xid < 1]
     if bad:
         raise InvalidArgument(f"ignored_xids: XIDs are positive numbers, got {bad[0]}")

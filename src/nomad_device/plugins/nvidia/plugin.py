@@ -3,18 +3,20 @@
 :class:`NvidiaPlugin` is meant to be read as the reference for GPUs on the SDK.
 Its parts live in small modules: :mod:`.config` (the Go plugin's settings and
 the new ones), :mod:`.nvml` (the only code that calls NVIDIA's binding),
-:mod:`.health` (XIDs and when a GPU recovers), :mod:`.mig`, :mod:`.reserve`
-and :mod:`.stats`. This module ties them together:
+:mod:`.codes` (what an NVML return code means), :mod:`.health` (fault signals
+and when a GPU recovers), :mod:`.mig`, :mod:`.reserve` and :mod:`.stats`.
+This module ties them together:
 
 - ``detect`` queries every GPU, keeps the last known state of GPUs NVML cannot
-  reach (unhealthy, saying why) and reports one group per model name (or MIG
-  profile), as the Go plugin does; the SDK diffs and streams the result;
+  read for now (and reports them unhealthy once that lasts), and reports one
+  group per model name (or MIG profile), as the Go plugin does; the SDK diffs
+  and streams the result;
 - ``watch`` waits on NVML's event set in a worker thread and wakes detection
-  the moment an XID or ECC event arrives; polling is the safety net;
+  the moment an XID, ECC or MIG event arrives; polling is the safety net;
 - ``reserve`` and ``stats`` answer from the devices Nomad was last told about.
 
-Nothing NVML does ends a stream: every failure becomes a reason on a device,
-or a log line and an empty fingerprint on a node without a driver.
+Nothing NVML does ends a stream, and only NVML's own fault signals make a
+GPU unhealthy: a query that fails is a value left out, logged once.
 """
 
 from __future__ import annotations
@@ -23,21 +25,32 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, Final, TypeVar
 
 from nomad_device.errors import FailedPrecondition, NotFound
 from nomad_device.model import Attribute, Device, DeviceGroup, DeviceGroupStats, Reservation
-from nomad_device.plugin.base import DevicePlugin
-from nomad_device.plugin.engine import backoff_delay
+from nomad_device.plugin import Backoff, DevicePlugin, Wakeup
+from nomad_device.plugins.nvidia import codes
 from nomad_device.plugins.nvidia import stats as nvstats
+from nomad_device.plugins.nvidia.codes import Failure
 from nomad_device.plugins.nvidia.config import CONFIG_SPEC, NvidiaConfig, Settings, settings_from
-from nomad_device.plugins.nvidia.health import HealthMarks, describe_xid, verdict
+from nomad_device.plugins.nvidia.health import (
+    PATIENCE,
+    HealthMarks,
+    conditions,
+    persisting,
+    verdict,
+    xid_reason,
+)
 from nomad_device.plugins.nvidia.mig import group_name
 from nomad_device.plugins.nvidia.nvml import (
     EVENT_DOUBLE_BIT_ECC,
+    EVENT_GPU_RECOVERY_ACTION,
+    EVENT_GPU_UNAVAILABLE,
     EVENT_MIG_CONFIG_CHANGE,
+    EVENT_NAMES,
     EVENT_XID,
     Event,
     GpuReading,
@@ -46,6 +59,7 @@ from nomad_device.plugins.nvidia.nvml import (
     Scan,
     Subscription,
     Unavailable,
+    sysfs_bus_id,
 )
 from nomad_device.plugins.nvidia.reserve import Target, reservation
 from nomad_device.plugins.sharing import instance_ids, physical_ids
@@ -64,15 +78,20 @@ DEVICE_TYPE: Final = "gpu"
 
 #: How soon a GPU whose query failed is queried again (the period if shorter).
 RECHECK_PERIOD: Final = 5.0
-#: How long one NVML event wait lasts; bounds how long cancelling ``watch`` takes.
+#: How long one NVML event wait lasts; bounds how long stopping ``watch`` takes.
 EVENT_WAIT_MS: Final = 500
-#: How often ``watch`` looks again while there is nothing to watch.
-IDLE_PERIOD: Final = 0.5
+#: The worker pool of every event-set operation: one thread, so that an event
+#: set is never used from two threads at once (NVML does not promise it works).
+EVENT_POOL: Final = "nvml-events"
+#: Longest pause between attempts to watch events after a failed wait.
+EVENT_RETRY_CAP: Final = 10.0
 
 _NOT_AVAILABLE: Final = "N/A"
 
 #: A MIG instance as events name it: (device ID, GPU instance, compute instance).
 _Child = tuple[str, int | None, int | None]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -88,6 +107,11 @@ class _Record:
     conditions: tuple[str, ...] = ()
     query_ok: bool = True
 
+    @property
+    def gpu(self) -> str:
+        """The physical GPU it lives on."""
+        return self.parent or self.id
+
 
 @dataclass(frozen=True)
 class _Published:
@@ -101,12 +125,12 @@ class _Published:
 def _attributes(
     gpu: GpuReading, driver_version: str, memory_mib: int | None
 ) -> dict[str, Attribute]:
-    """The Go plugin's attributes, names and units; absent values are left out as there."""
-    attrs = {
-        "driver_version": Attribute(driver_version),
-        "display_state": Attribute(gpu.display_state or _NOT_AVAILABLE),
-        "persistence_mode": Attribute(gpu.persistence_mode or _NOT_AVAILABLE),
-    }
+    """The Go plugin's attributes, names and units; what NVML does not give is left out."""
+    attrs = {"driver_version": Attribute(driver_version)}
+    if gpu.display_state is not None:
+        attrs["display_state"] = Attribute(gpu.display_state)
+    if gpu.persistence_mode is not None:
+        attrs["persistence_mode"] = Attribute(gpu.persistence_mode)
     numbers = (
         ("memory", memory_mib, "MiB"),
         ("power", gpu.power_w, "W"),
@@ -121,26 +145,8 @@ def _attributes(
     return attrs
 
 
-def _summary(faults: Sequence[str]) -> str:
-    extra = f" (and {len(faults) - 1} more)" if len(faults) > 1 else ""
-    return f"NVML query failed: {faults[0]}{extra}"
-
-
-def _conditions(gpu: GpuReading, settings: Settings) -> list[str]:
-    """What this scan's queries say is wrong with a GPU."""
-    found: list[str] = []
-    if gpu.faults:
-        found.append(_summary(gpu.faults))
-    if gpu.retired_pages_pending:
-        found.append("retired memory pages pending: reset the GPU")
-    if gpu.remapped_rows_pending:
-        found.append("memory row remapping pending: reset the GPU")
-    if gpu.remapped_rows_failure:
-        found.append("memory row remapping failed")
-    limit = settings.temperature_limit
-    if limit and gpu.temperature is not None and gpu.temperature >= limit:
-        found.append(f"temperature {gpu.temperature} C at or above the limit of {limit} C")
-    return found
+def _locality(bus_id: str | None) -> str | None:
+    return None if bus_id is None else sysfs_bus_id(bus_id)
 
 
 class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
@@ -149,6 +155,7 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
     name = PLUGIN_NAME
     version = PLUGIN_VERSION
     Config = NvidiaConfig
+    worker_pools: ClassVar[Mapping[str, int]] = {EVENT_POOL: 1}
 
     def __init__(self, nvml: Nvml | None = None) -> None:
         super().__init__()
@@ -158,16 +165,27 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         self.fingerprint_period = self._settings.period
         self._marks = HealthMarks()
         # Every device seen and not gone, by ID: the last known state of a GPU
-        # NVML can no longer reach.
+        # NVML cannot read for now.
         self._known: dict[str, _Record] = {}
         self._published = _Published()
         # For events: GPU UUID -> its MIG instances' (ID, GPU instance, compute instance).
         self._children: dict[str, tuple[_Child, ...]] = {}
         self._event_gpus: frozenset[str] = frozenset()
+        # Set by detect() when the GPUs to watch change; watch() waits on it.
+        self._event_gpus_changed = Wakeup()
+        # The earliest scan this plugin has asked the engine for (monotonic), if any.
+        self._asked_for: float | None = None
+        # GPU UUID -> scans in a row its identity (or NVML) failed.
+        self._streaks: dict[str, int] = {}
+        # GPU UUID -> the volatile uncorrected ECC count of the last scan.
+        self._ecc_counts: dict[str, int] = {}
+        # The event set outlives a stream: events arriving between streams stay queued.
+        self._subscription: Subscription | None = None
         # What was logged, so that a lasting state is logged once.
         self._status: tuple[str, ...] = ()
         self._health: dict[str, tuple[bool, str]] = {}
         self._watch_status: tuple[str, ...] = ()
+        self._left_out: set[tuple[str, str, int | None]] = set()
 
     # -- config --------------------------------------------------------------------
 
@@ -195,6 +213,14 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         )
         self.rescan()
 
+    def close(self) -> None:
+        """Free the event set and let go of NVML, never under a running wait.
+
+        A wait still running in the event pool ends within ``EVENT_WAIT_MS``;
+        :meth:`.Nvml.close` frees the set after it, then shuts NVML down.
+        """
+        self._nvml.close()
+
     # -- fingerprint ---------------------------------------------------------------
 
     def detect(self) -> list[DeviceGroup]:
@@ -214,50 +240,71 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
                 self._known, self._published, self._event_gpus = {}, _Published(), frozenset()
             return []
         scan = self._nvml.scan()
+        for note in scan.notes:
+            self.log.info(note)
         now = time.monotonic()
-        fresh, children = self._records(scan, settings)
+        fresh, children, troubled = self._records(scan, settings)
         with self._lock:
             if settings is not self._settings:
                 return list(self._published.groups)  # reconfigured meanwhile; a rescan follows
-            records = self._merge(fresh, scan, settings)
+            records = self._merge(fresh, scan, troubled, settings)
+            self._mark_ecc_rises(scan, records, now)
             health = {}
             for record in records.values():
                 mark = self._marks.settle(record.id, record.query_ok, settings.quiet_period, now)
                 health[record.id] = verdict(record.conditions, mark)
             self._marks.forget(records)
             self._known = records
-            self._children = children
-            self._event_gpus = frozenset(
-                g.uuid for g in scan.gpus if g.uuid not in settings.ignored_gpu_ids
+            gpus = {record.gpu for record in records.values()}
+            self._children.update(children)
+            self._children = {gpu: kids for gpu, kids in self._children.items() if gpu in gpus}
+            event_gpus = frozenset(
+                g.uuid
+                for g in scan.gpus
+                if g.uuid not in settings.ignored_gpu_ids
+                and not any(f.code == codes.GPU_IS_LOST for f in g.faults)
             )
+            if event_gpus != self._event_gpus:
+                self._event_gpus = event_gpus
+                self._event_gpus_changed.set()
             self._published = self._publish(records, health, settings.share)
-            self.fingerprint_period = self._next_scan(records, settings, now)
+            self._ask_for_scan(self._next_scan(records, settings, now), now)
             groups = self._published.groups
         self._log_scan(scan, settings, len(records))
+        self._log_left_out(scan)
         self._log_health(health)
         return list(groups)
 
     def _records(
         self, scan: Scan, settings: Settings
-    ) -> tuple[dict[str, _Record], dict[str, tuple[_Child, ...]]]:
-        """Records for the devices this scan read, MIG instances in place of their GPU."""
+    ) -> tuple[dict[str, _Record], dict[str, tuple[_Child, ...]], dict[str, Failure]]:
+        """Records for the devices this scan read, MIG instances in place of their GPU.
+
+        Also the GPUs whose identity queries failed: their fresh records are
+        not to be trusted over the last known ones.
+        """
         ignored = settings.ignored_gpu_ids
         records: dict[str, _Record] = {}
         children: dict[str, tuple[_Child, ...]] = {}
+        troubled: dict[str, Failure] = {}
         for gpu in scan.gpus:
             if gpu.uuid in ignored:
                 continue  # ignoring a GPU also hides its MIG instances
-            conditions = _conditions(gpu, settings)
-            ok = not gpu.faults
+            found = conditions(gpu, settings.temperature_limit)
+            identity = [*gpu.identity, *(f for m in gpu.migs for f in m.identity)]
+            if identity and not gpu.faults:
+                troubled[gpu.uuid] = identity[0]
+            ok = not gpu.faults and not identity
+            locality = _locality(gpu.pci_bus_id)
             if not gpu.mig_enabled:
                 records[gpu.uuid] = self._reuse(
                     _Record(
                         id=gpu.uuid,
                         group=gpu.name or _NOT_AVAILABLE,
                         attributes=_attributes(gpu, scan.driver_version, gpu.memory_mib),
-                        pci_bus_id=gpu.pci_bus_id,
+                        pci_bus_id=locality,
                         target=Target(gpu.uuid, gpu.minor),
-                        conditions=tuple(conditions),
+                        conditions=tuple(found),
                         query_ok=ok,
                     )
                 )
@@ -266,75 +313,107 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
             for mig in gpu.migs:
                 if mig.uuid in ignored:
                     continue
-                mig_conditions = list(conditions)
-                if mig.faults:
-                    mig_conditions.append(_summary(mig.faults))
+                mig_found = found + [failure.reason() for failure in mig.faults]
                 records[mig.uuid] = self._reuse(
                     _Record(
                         id=mig.uuid,
                         group=group_name(mig.name, gpu.name),
                         attributes=_attributes(gpu, scan.driver_version, mig.memory_mib),
-                        pci_bus_id=gpu.pci_bus_id,
+                        pci_bus_id=locality,
                         target=Target(
                             mig.uuid, gpu.minor, mig.gpu_instance, mig.compute_instance, True
                         ),
                         parent=gpu.uuid,
-                        conditions=tuple(mig_conditions),
+                        conditions=tuple(mig_found),
                         query_ok=ok and not mig.faults,
                     )
                 )
                 kids.append((mig.uuid, mig.gpu_instance, mig.compute_instance))
             children[gpu.uuid] = tuple(kids)
-        return records, children
+        return records, children, troubled
 
     def _reuse(self, record: _Record) -> _Record:
         """A device whose queries failed keeps its last known group and attributes."""
         known = self._known.get(record.id)
         if record.query_ok or known is None:
             return record
-        return _Record(
-            id=record.id,
-            group=known.group,
-            attributes=known.attributes,
-            pci_bus_id=known.pci_bus_id,
-            target=known.target,
-            parent=known.parent,
-            conditions=record.conditions,
-            query_ok=False,
-        )
+        return replace(known, conditions=record.conditions, query_ok=False)
 
     def _merge(
-        self, fresh: dict[str, _Record], scan: Scan, settings: Settings
+        self,
+        fresh: dict[str, _Record],
+        scan: Scan,
+        troubled: dict[str, Failure],
+        settings: Settings,
     ) -> dict[str, _Record]:
-        """Fresh records, plus the known devices NVML could not reach this time.
+        """Fresh records, and the known devices this scan could not vouch for.
 
-        A device missing from a clean scan is gone; one missing while NVML
-        reported a GPU it could not open, or could not run at all, is kept,
-        unhealthy, with the reason.
+        A device missing from a clean scan is gone. One whose GPU NVML could
+        not identify, open or reach at all keeps its last known state, and turns
+        unhealthy at once on a fault code, or after :data:`PATIENCE` scans.
+        Where the GPUs cannot be used by anyone (driver unloaded), every known
+        device is unhealthy at once.
         """
-        if scan.unavailable is not None:
-            why = scan.unavailable.message
-        elif scan.unreachable:
-            why = "NVML cannot open the GPU: " + "; ".join(scan.unreachable)
-        else:
-            return fresh
-        merged = dict(fresh)
+        trouble = dict(troubled)
+        seen = {gpu.uuid for gpu in scan.gpus}
+        problem = scan.unavailable
+        known_gpus = {record.gpu for record in self._known.values()}
+        if problem is not None and problem.kind == "error":
+            failure = problem.failure or Failure("nvmlInit", None, problem.message)
+            trouble.update(dict.fromkeys(known_gpus, failure))
+        elif problem is None and scan.unreachable:
+            # NVML counts GPUs it cannot open; which ones it does not say.
+            failure = scan.unreachable[0][1]
+            trouble.update(dict.fromkeys(known_gpus - seen, failure))
+        self._streaks = {gpu: self._streaks.get(gpu, 0) + 1 for gpu in trouble}
+        merged = {
+            device_id: record
+            for device_id, record in fresh.items()
+            if record.gpu not in trouble or record.gpu not in known_gpus
+        }
         for device_id, known in self._known.items():
-            ignored = (
-                device_id in settings.ignored_gpu_ids or known.parent in settings.ignored_gpu_ids
-            )
-            if device_id not in merged and not ignored:
-                merged[device_id] = _Record(
-                    id=known.id,
-                    group=known.group,
-                    attributes=known.attributes,
-                    pci_bus_id=known.pci_bus_id,
-                    target=known.target,
-                    parent=known.parent,
-                    conditions=(why,),
-                    query_ok=False,
-                )
+            ignored = known.gpu in settings.ignored_gpu_ids or device_id in settings.ignored_gpu_ids
+            if ignored or device_id in merged:
+                continue
+            if problem is not None and problem.devices_unusable:
+                merged[device_id] = replace(known, conditions=(problem.message,), query_ok=False)
+                continue
+            cause = trouble.get(known.gpu)
+            if cause is None:
+                continue  # gone
+            streak = self._streaks[known.gpu]
+            if cause.fault:
+                found: tuple[str, ...] = (cause.reason(),)
+            elif streak >= PATIENCE:
+                found = (persisting(cause, streak),)
+            else:
+                found = known.conditions  # the last verdict stands for now
+            merged[device_id] = replace(known, conditions=found, query_ok=False)
         return merged
+
+    def _mark_ecc_rises(self, scan: Scan, records: Mapping[str, _Record], now: float) -> None:
+        """A rise of the uncorrected ECC count since the last scan is an ECC error seen late.
+
+        It reaches GPUs whose ECC events cannot be watched, and errors that
+        happened while no stream was open.
+        """
+        for gpu in scan.gpus:
+            count, before = gpu.ecc_uncorrected, self._ecc_counts.get(gpu.uuid)
+            if count is None:
+                continue
+            self._ecc_counts[gpu.uuid] = count
+            if before is None or count <= before:
+                continue
+            targets = [r.id for r in records.values() if r.gpu == gpu.uuid]
+            if targets:
+                reason = (
+                    f"uncorrectable ECC errors rose from {before} to {count}"
+                    " (nvmlDeviceGetTotalEccErrors); reset the GPU once drained"
+                )
+                self._marks.mark(targets, reason, now)
+                self.log.warning(reason, extra={"gpu": gpu.uuid})
+        gpus = {record.gpu for record in records.values()}
+        self._ecc_counts = {uuid: n for uuid, n in self._ecc_counts.items() if uuid in gpus}
 
     def _publish(
         self, records: Mapping[str, _Record], health: Mapping[str, tuple[bool, str]], share: int
@@ -362,87 +441,119 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
             )
         return _Published(tuple(groups), instances, tuple(entries))
 
-    def _next_scan(self, records: Mapping[str, _Record], settings: Settings, now: float) -> float:
-        """The period, or sooner when a failed query deserves a retry or a mark may clear."""
-        delay = settings.period
-        if any(not record.query_ok for record in records.values()):
-            delay = min(delay, RECHECK_PERIOD)
+    def _next_scan(
+        self, records: Mapping[str, _Record], settings: Settings, now: float
+    ) -> float | None:
+        """Seconds to a scan sooner than the period: a failed query's retry, a mark's end."""
+        delays = []
+        if any(not record.query_ok for record in records.values()) or self._streaks:
+            delays.append(RECHECK_PERIOD)
         expiry = self._marks.next_expiry(settings.quiet_period)
-        if expiry is not None and expiry > now:
-            delay = min(delay, expiry - now + 0.01)
-        return delay
+        if expiry is not None:
+            # At once when the quiet period is already over (shorter than a scan's delay).
+            delays.append(max(0.0, expiry - now) + 0.01)
+        soonest = min(delays, default=None)
+        return soonest if soonest is not None and soonest < settings.period else None
+
+    def _ask_for_scan(self, delay: float | None, now: float) -> None:
+        """Ask the engine for that scan, unless an earlier request already covers it."""
+        if delay is None:
+            return
+        due = now + delay
+        asked = self._asked_for
+        if asked is not None and now < asked <= due:
+            return
+        self._asked_for = due
+        self.rescan(delay)
 
     # -- events ----------------------------------------------------------------------
 
+    async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
+        """Run an event-set operation on the one thread that does them all."""
+        return await self.run_blocking(fn, *args, pool=EVENT_POOL)
+
     async def watch(self) -> None:
-        """Wait for NVML events in a worker thread; each XID or ECC event wakes detection."""
-        subscription: Subscription | None = None
-        failures = 0
-        try:
-            while True:
-                wanted = (self._nvml.generation, self._event_gpus)
-                if subscription is not None and subscription.key != wanted:
-                    _close_soon(subscription)
-                    subscription = None
-                if subscription is None:
-                    if not wanted[1]:
-                        await asyncio.sleep(IDLE_PERIOD)
-                        continue
-                    result = await asyncio.to_thread(self._nvml.subscribe, wanted[1])
-                    if isinstance(result, Unavailable):
-                        failures += 1
-                        self._log_watch(
-                            ("unavailable", result.message),
-                            logging.WARNING,
-                            f"cannot watch NVML events: {result.message}; polling only",
-                        )
-                        await asyncio.sleep(backoff_delay(failures, cap=self._settings.period))
-                        continue
-                    subscription = result
-                    self._log_subscription(subscription)
-                try:
-                    event = await asyncio.to_thread(subscription.wait, EVENT_WAIT_MS)
-                except NvmlError as exc:
-                    failures += 1
-                    self._log_watch(
-                        ("failed", str(exc)),
-                        logging.ERROR,
-                        f"waiting for NVML events failed: {exc}; starting over",
-                    )
-                    _close_soon(subscription)
-                    subscription = None
-                    self.rescan()
-                    await asyncio.sleep(backoff_delay(failures, cap=10.0))
+        """Wait for NVML events in a worker thread; each one that matters wakes detection.
+
+        The event set belongs to the plugin, not to this call: when the last
+        stream closes and watching stops, events keep queueing in it for the
+        next stream. It is rebuilt when NVML restarts or the GPUs change.
+        """
+        retry = Backoff(cap=EVENT_RETRY_CAP)
+        while True:
+            self._event_gpus_changed.clear()
+            wanted = (self._nvml.generation, self._event_gpus)
+            subscription = self._subscription
+            if subscription is not None and (subscription.key != wanted or subscription.closed):
+                self._subscription = None
+                await self._blocking(subscription.close)
+                subscription = None
+            if subscription is None:
+                if not wanted[1]:
+                    await (
+                        self._event_gpus_changed.wait()
+                    )  # nothing to watch until a scan finds GPUs
                     continue
-                failures = 0
-                if event is not None:
-                    self._on_event(event)
-        finally:
-            if subscription is not None:
-                _close_soon(subscription)
+                result = await self._blocking(self._nvml.subscribe, wanted[1])
+                if isinstance(result, Unavailable):
+                    self._log_watch(
+                        ("unavailable", result.message),
+                        logging.WARNING,
+                        f"cannot watch NVML events: {result.message}; polling only",
+                    )
+                    await asyncio.sleep(min(retry.failed(), self._settings.period))
+                    continue
+                self._subscription = subscription = result
+                self._log_subscription(subscription)
+            try:
+                event = await self._blocking(subscription.wait, EVENT_WAIT_MS)
+            except NvmlError as exc:
+                if subscription.closed:
+                    continue  # NVML was shut down or restarted under it: a new set follows
+                self._subscription = None
+                await self._blocking(subscription.close)
+                self.rescan()
+                lost = exc.failure.code == codes.GPU_IS_LOST
+                self._log_watch(
+                    ("failed", str(exc)),
+                    logging.WARNING if lost else logging.ERROR,
+                    f"waiting for NVML events failed: {exc}; "
+                    + ("rescanning, then watching the other GPUs" if lost else "starting over"),
+                )
+                await asyncio.sleep(retry.failed())
+                continue
+            retry.succeeded()
+            if event is not None:
+                self._on_event(event)
 
     def _on_event(self, event: Event) -> None:
         settings = self._settings
-        if event.type & EVENT_MIG_CONFIG_CHANGE:
-            self.log.info("MIG configuration changed", extra={"gpu": event.uuid})
+        if event.type & (EVENT_MIG_CONFIG_CHANGE | EVENT_GPU_RECOVERY_ACTION):
+            what = (
+                "MIG configuration" if event.type & EVENT_MIG_CONFIG_CHANGE else "recovery action"
+            )
+            self.log.info(f"NVML event: {what} changed", extra={"gpu": event.uuid})
             self.rescan()
         if event.type & EVENT_XID:
             if event.data in settings.ignored_xids:
                 self.log.info(
-                    f"{describe_xid(event.data)}: ignored (an application error; see ignored_xids)",
+                    f"{xid_reason(event.data)}: ignored (an application error; see ignored_xids)",
                     extra={"gpu": event.uuid, "xid": event.data},
                 )
                 return
-            reason = describe_xid(event.data)
+            reason = xid_reason(event.data)
         elif event.type & EVENT_DOUBLE_BIT_ECC:
-            reason = "double-bit ECC error"
+            reason = "double-bit ECC error (NVML event); reset the GPU once drained"
+        elif event.type & EVENT_GPU_UNAVAILABLE:
+            reason = "GPU unavailable (NVML event); reset the GPU or reboot the node"
         else:
             return
         targets = self._event_targets(event)
         if not targets:
             self.log.info(
-                f"{reason} on a GPU this plugin does not report", extra={"gpu": event.uuid}
+                f"{reason}: on a GPU this plugin does not report", extra={"gpu": event.uuid}
             )
+            self.rescan()
             return
         self._marks.mark(targets, reason, time.monotonic())
         self.log.warning(
@@ -453,22 +564,26 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         self.rescan()
 
     def _event_targets(self, event: Event) -> list[str]:
-        """The devices an event concerns: the GPU, or its MIG instances."""
+        """The devices an event concerns: the GPU, or those of its MIG instances it names.
+
+        nvml.h: an XID attributable to a GPU instance names it, and its compute
+        instance if attributable to one; 0xFFFFFFFF (None here) otherwise.
+        """
         with self._lock:
-            known = dict(self._known)
+            known = set(self._known)
             children = self._children.get(event.uuid or "", ())
         if event.uuid is None:
-            # NVML could not say which GPU: every GPU is suspect (as NVIDIA's own plugin does).
-            return sorted(known)
+            return []  # not a GPU of this set: the rescan finds out what it was
         if not children:
             return [event.uuid] if event.uuid in known else []
-        matching = [
+        if event.gpu_instance is None:
+            return [device_id for device_id, _, _ in children]
+        return [
             device_id
             for device_id, gi, ci in children
-            if event.gpu_instance is not None
-            and (gi, ci) == (event.gpu_instance, event.compute_instance)
+            if gi == event.gpu_instance
+            and (event.compute_instance is None or ci == event.compute_instance)
         ]
-        return matching or [device_id for device_id, _, _ in children]
 
     # -- reserve ---------------------------------------------------------------------
 
@@ -490,13 +605,21 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
     # -- stats -------------------------------------------------------------------------
 
     def stats(self) -> list[DeviceGroupStats]:
-        """Every reported instance's statistics; a failing query is N/A, never an error."""
+        """Every reported instance's statistics; what NVML does not give is left out."""
         with self._lock:
             entries = self._published.entries
         if not entries:
             return []
-        readings = self._nvml.read_stats(physical for _, _, physical in entries)
-        return nvstats.group_stats(entries, readings, VENDOR, DEVICE_TYPE)
+        found = self._nvml.read_stats(physical for _, _, physical in entries)
+        if found.stale:
+            self.log.info(
+                "MIG devices reconfigured: their handles name other instances now; rescanning",
+                extra={"devices": list(found.stale)},
+            )
+            self.rescan()
+        for device_id, reading in found.readings.items():
+            self._left_out_once(device_id, "statistics", reading.absent)
+        return nvstats.group_stats(entries, found.readings, VENDOR, DEVICE_TYPE)
 
     # -- logging -----------------------------------------------------------------------
 
@@ -508,16 +631,32 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
     def _log_scan(self, scan: Scan, settings: Settings, devices: int) -> None:
         again = f"checking again every {settings.period_text}"
         problem = scan.unavailable
-        if problem is not None:
+        if problem is not None and devices:
+            self._log_status(
+                ("kept", problem.kind, problem.message),
+                logging.ERROR if problem.devices_unusable else logging.WARNING,
+                f"NVML cannot be used now: {problem.message}; reporting the {devices}"
+                " device(s) last seen "
+                + (
+                    "as unhealthy"
+                    if problem.devices_unusable
+                    else f"(unhealthy if it lasts {PATIENCE} scans)"
+                ),
+            )
+        elif problem is not None:
             levels = {
                 "binding": logging.WARNING,
                 "library": logging.INFO,
+                "none": logging.INFO,
                 "driver": logging.WARNING,
+                "permission": logging.WARNING,
             }
             self._log_status(
                 ("unavailable", problem.kind, problem.message),
                 levels.get(problem.kind, logging.ERROR),
-                f"no NVIDIA GPUs reported: {problem.message}; {again}",
+                f"no NVIDIA GPUs reported: {problem.message}; {again}"
+                if problem.kind != "none"
+                else f"{problem.message}; {again}",
             )
         elif not scan.gpus and not scan.unreachable:
             self._log_status(
@@ -529,18 +668,49 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         else:
             message = f"found {len(scan.gpus)} NVIDIA GPU(s), reported as {devices} device(s)"
             if scan.unreachable:
-                message += "; NVML cannot open " + "; ".join(scan.unreachable)
+                message += "; NVML cannot open " + "; ".join(
+                    f"GPU {index}: {failure}" for index, failure in scan.unreachable
+                )
+            for gpu in scan.gpus:
+                if gpu.mig_enabled and not gpu.migs:
+                    message += f"; MIG is on for {gpu.uuid} but it has no MIG devices to offer"
             self._log_status(
-                (
-                    "found",
-                    scan.driver_version,
-                    str(len(scan.gpus)),
-                    str(devices),
-                    *scan.unreachable,
-                ),
+                ("found", scan.driver_version, message),
                 logging.WARNING if scan.unreachable else logging.INFO,
                 message,
                 driver_version=scan.driver_version,
+            )
+
+    def _log_left_out(self, scan: Scan) -> None:
+        for gpu in scan.gpus:
+            self._left_out_once(gpu.uuid, "values", gpu.absent)
+            self._left_out_once(gpu.uuid, "identity queries", gpu.identity)
+            for mig in gpu.migs:
+                self._left_out_once(mig.uuid, "values", (*mig.absent, *mig.identity))
+
+    def _left_out_once(self, device_id: str, what: str, failures: Iterable[Failure]) -> None:
+        """Log each (device, call, code) left out once: absent at info, transient at warning."""
+        new = [
+            f
+            for f in dict.fromkeys(failures)
+            if not f.fault and (device_id, f.call, f.code) not in self._left_out
+        ]
+        if not new:
+            return
+        self._left_out.update((device_id, f.call, f.code) for f in new)
+        absent = [f for f in new if f.absent]
+        transient = [f for f in new if not f.absent]
+        if absent:
+            self.log.info(
+                f"NVML does not give these {what}; they are left out: "
+                + "; ".join(map(str, absent)),
+                extra={"device": device_id},
+            )
+        if transient:
+            self.log.warning(
+                f"NVML queries failed; their {what} are left out while they fail: "
+                + "; ".join(map(str, transient)),
+                extra={"device": device_id},
             )
 
     def _log_health(self, health: Mapping[str, tuple[bool, str]]) -> None:
@@ -560,24 +730,34 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
             self.log.log(level, message)
 
     def _log_subscription(self, subscription: Subscription) -> None:
-        key = ("watching", *subscription.covered)
+        watched = [c.uuid for c in subscription.coverage if c.watched & EVENT_XID]
+        # Once per NVML start and set of GPUs: after NVML restarts, say it watches again.
+        key = (
+            "watching",
+            str(subscription.key[0]),
+            *(f"{c.uuid}:{c.watched}" for c in subscription.coverage),
+        )
         if key == self._watch_status:
             return
         self._watch_status = key
-        self.log.info(
-            f"watching NVML events (XID, double-bit ECC) on {len(subscription.covered)} GPU(s)",
-            extra={"gpus": list(subscription.covered)},
-        )
-        if subscription.unsupported:
-            self.log.warning(
-                "no NVML events from some GPUs: their health comes from queries only",
-                extra={"gpus": list(subscription.unsupported)},
+        self.log.info(f"watching NVML events on {len(watched)} GPU(s)", extra={"gpus": watched})
+        for coverage in subscription.coverage:
+            if not coverage.lacking:
+                continue
+            lacking = "; ".join(
+                f"{EVENT_NAMES[bit]} ({why})" for bit, why in sorted(coverage.lacking.items())
             )
-
-
-def _close_soon(subscription: Subscription) -> None:
-    """Free an event set once its last wait returns, without holding up the loop."""
-    threading.Thread(target=subscription.close, name="nvml-event-set-free", daemon=True).start()
+            no_xids = not coverage.watched & EVENT_XID
+            self.log.log(
+                logging.WARNING if no_xids else logging.INFO,
+                f"NVML events this GPU cannot give: {lacking}; "
+                + (
+                    "its health comes from queries only"
+                    if no_xids
+                    else "what can be polled is (ECC counts, retirement, lost GPUs)"
+                ),
+                extra={"gpu": coverage.uuid},
+            )
 
 
 def _seconds(value: float) -> str:

@@ -13,7 +13,12 @@ the ``exec`` driver's device cgroup admits the reserved GPUs and nothing else:
   appears when its kernel module is loaded).
 
 Host paths are under ``dev_root`` (``/dev``; a driver container may keep them
-elsewhere), task paths always under ``/dev``.
+elsewhere), task paths always under ``/dev``. A reservation names only nodes
+that exist: docker and the exec driver refuse to start a task whose device
+node is missing. A GPU's node exists once NVML has opened the GPU (NVML runs
+``nvidia-modprobe`` for it); a MIG capability node may not, and is created as
+``nvidia-modprobe`` would (:func:`.mig.ensure_capability_node`). What cannot be
+there is refused with ``FAILED_PRECONDITION`` and the fix.
 """
 
 from __future__ import annotations
@@ -25,7 +30,14 @@ from typing import Final
 
 from nomad_device.errors import FailedPrecondition
 from nomad_device.model import DeviceSpec, Reservation
-from nomad_device.plugins.nvidia.mig import MigMinorsError, capability_minors, read_mig_minors
+from nomad_device.plugins.nvidia.mig import (
+    MigMinorsError,
+    NodeError,
+    capability_minors,
+    capability_paths,
+    ensure_capability_node,
+    read_mig_minors,
+)
 
 __all__ = ["CONTROL_NODES", "VISIBLE_DEVICES", "Target", "reservation"]
 
@@ -60,7 +72,13 @@ def reservation(targets: Sequence[Target], dev_root: str, proc_root: str) -> Res
             raise FailedPrecondition(
                 f"cannot give {target.id} to a task: NVML did not report its device minor number"
             )
-        nodes.setdefault(f"nvidia{target.gpu_minor}", None)
+        gpu_node = f"nvidia{target.gpu_minor}"
+        if not os.path.lexists(os.path.join(dev_root, gpu_node)):
+            raise FailedPrecondition(
+                f"cannot give {target.id} to a task: {os.path.join(dev_root, gpu_node)} does not"
+                f" exist; create it with nvidia-modprobe -c {target.gpu_minor}"
+            )
+        nodes.setdefault(gpu_node, None)
         if not target.is_mig:
             continue
         if target.gpu_instance is None or target.compute_instance is None:
@@ -75,8 +93,13 @@ def reservation(targets: Sequence[Target], dev_root: str, proc_root: str) -> Res
             )
         except MigMinorsError as exc:
             raise FailedPrecondition(f"cannot give {target.id} to a task: {exc}") from None
-        nodes.setdefault(f"nvidia-caps/nvidia-cap{gi_cap}", None)
-        nodes.setdefault(f"nvidia-caps/nvidia-cap{ci_cap}", None)
+        paths = capability_paths(target.gpu_minor, target.gpu_instance, target.compute_instance)
+        for capability, minor in zip(paths, (gi_cap, ci_cap), strict=True):
+            try:
+                ensure_capability_node(dev_root, proc_root, capability, minor)
+            except NodeError as exc:
+                raise FailedPrecondition(f"cannot give {target.id} to a task: {exc}") from None
+            nodes.setdefault(f"nvidia-caps/nvidia-cap{minor}", None)
     specs = [_spec(dev_root, node) for node in nodes]
     specs.extend(
         _spec(dev_root, node)

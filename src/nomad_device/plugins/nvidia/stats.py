@@ -5,8 +5,11 @@ and alerts built on them keep working); ``ECC uncorrected errors``, ``SM
 clock`` and ``Memory clock`` are new. Units are nvidia-smi's: ``%``, ``C``,
 ``MiB``, ``W`` and ``MHz``, and ``#`` for counts. Power is in watts: the Go
 plugin sends milliwatts labelled ``W``. A value NVML cannot give for this
-device (most of them on a MIG instance) is the string ``N/A``, as in Go.
-The summary is the memory in use out of the total, as in Go.
+device (most of them on a MIG instance, ECC counts on a GeForce card) is left
+out: Nomad shows the statistics a device has. (The Go plugin sends ``N/A`` only
+for fields its driver layer left unset; a query that NVML refuses makes it
+report 0, or fails the whole Stats response.) The summary is the memory in use
+out of the total, as in Go.
 """
 
 from __future__ import annotations
@@ -18,9 +21,7 @@ from typing import Final
 from nomad_device.model import DeviceGroupStats, DeviceStats, StatObject, StatValue
 from nomad_device.plugins.nvidia.nvml import StatsReading
 
-__all__ = ["NOT_AVAILABLE", "STAT_NAMES", "device_stats", "group_stats"]
-
-NOT_AVAILABLE: Final = "N/A"
+__all__ = ["STAT_NAMES", "device_stats", "group_stats"]
 
 # (name, unit, description), in the order Nomad's UI lists them.
 _SPECS: Final = (
@@ -48,10 +49,8 @@ STAT_NAMES: Final = tuple(name for name, _, _ in _SPECS)
 
 
 def _value(
-    unit: str, desc: str, numerator: int | float | None, denominator: int | float | None = None
+    unit: str, desc: str, numerator: int | float, denominator: int | float | None = None
 ) -> StatValue:
-    if numerator is None:
-        return StatValue(string_value=NOT_AVAILABLE, unit=unit, desc=desc)
     if isinstance(numerator, float) or isinstance(denominator, float):
         return StatValue(
             float_numerator=float(numerator),
@@ -65,12 +64,12 @@ def _value(
 def _fraction(
     used: int | float | None, total: int | float | None
 ) -> tuple[int | float | None, int | float | None]:
-    """A used/total pair, or N/A when either half is missing (as Go does)."""
+    """A used/total pair, or nothing when either half is missing."""
     return (used, total) if used is not None and total is not None else (None, None)
 
 
 def device_stats(reading: StatsReading, now: _dt.datetime) -> DeviceStats:
-    """One instance's statistics."""
+    """One instance's statistics: those NVML gave."""
     r = reading
     power = r.power_w if r.power_w is None else round(r.power_w, 3)
     numbers: tuple[tuple[int | float | None, int | float | None], ...] = (
@@ -81,7 +80,8 @@ def device_stats(reading: StatsReading, now: _dt.datetime) -> DeviceStats:
         _fraction(r.memory_used_mib, r.memory_total_mib),
         _fraction(r.bar1_used_mib, r.bar1_total_mib),
         (r.temperature, None),
-        _fraction(power, r.power_limit_w),
+        # Draw over limit; the draw alone where the GPU has no power limit.
+        (power, r.power_limit_w),
         (r.ecc_l1, None),
         (r.ecc_l2, None),
         (r.ecc_memory, None),
@@ -90,10 +90,11 @@ def device_stats(reading: StatsReading, now: _dt.datetime) -> DeviceStats:
         (r.memory_clock, None),
     )
     values = {
-        name: _value(unit, desc, *pair)
-        for (name, unit, desc), pair in zip(_SPECS, numbers, strict=True)
+        name: _value(unit, desc, numerator, denominator)
+        for (name, unit, desc), (numerator, denominator) in zip(_SPECS, numbers, strict=True)
+        if numerator is not None
     }
-    return DeviceStats(summary=values["Memory state"], stats=StatObject(values), timestamp=now)
+    return DeviceStats(summary=values.get("Memory state"), stats=StatObject(values), timestamp=now)
 
 
 def group_stats(
@@ -113,6 +114,8 @@ def group_stats(
         if reading is None:
             continue
         stats = device_stats(reading, now)
+        if stats.stats is None or not stats.stats.attributes:
+            continue  # NVML gave nothing (a lost GPU): no statistics rather than empty ones
         instances = groups.setdefault(group, {})
         for instance_id in instance_ids:
             instances[instance_id] = stats

@@ -43,16 +43,23 @@ class CheckResult:
     status: Status
     summary: str
     evidence: tuple[str, ...] = field(default=())
+    #: Advice for what was observed, when the check's general ``fix`` does not fit.
+    advice: str = ""
 
     @property
     def id(self) -> str:
         return self.check.id
 
     @property
+    def fix(self) -> str:
+        return self.advice or self.check.fix
+
+    @property
     def failed(self) -> bool:
         return self.status is Status.FAIL
 
 
+#: Every check the suite runs, in the order it reports them.
 CHECKS: tuple[Check, ...] = (
     Check(
         "cookie-refusal",

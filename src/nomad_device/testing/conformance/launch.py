@@ -13,6 +13,7 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
 
 import grpc
 
@@ -23,7 +24,7 @@ from nomad_device.goplugin.hclog import parse_line
 from nomad_device.host import CallError, DevicePluginClient
 from nomad_device.testing.conformance.suite import SuiteOptions
 
-__all__ = ["APP_VERSION", "Launch", "plugin_env"]
+__all__ = ["APP_VERSION", "Launch", "crash_advice", "plugin_env", "python_crash"]
 
 #: Nomad's app protocol version for device plugins.
 APP_VERSION = NOMAD_HANDSHAKE.protocol_version
@@ -49,6 +50,59 @@ def plugin_env(options: SuiteOptions, cookie: bool) -> dict[str, str]:
         for key in (hs.ENV_PROTOCOL_VERSIONS, hs.ENV_MIN_PORT, hs.ENV_MAX_PORT):
             env.pop(key, None)
     return env
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def python_crash(lines: Iterable[str]) -> str | None:
+    """The exception a Python plugin died of, from its stderr, or None.
+
+    Recognises Python's own traceback (plain text: what an exception raised
+    before any logging was set up prints, a ``ModuleNotFoundError`` at import
+    for one) and the SDK's hclog record of one (an error with a ``traceback``
+    field). The answer is the exception's last line, such as
+    ``ModuleNotFoundError: No module named 'widgets'``; for chained
+    exceptions, the last one's.
+    """
+    found: str | None = None
+    in_traceback = False
+    for line in lines:
+        if line.startswith("{"):
+            try:
+                entry = parse_line(line)
+            except ValueError:  # JSON, but not hclog: no record of an exception either
+                continue
+            if not entry.raw and entry.level == "error" and "traceback" in entry.fields:
+                error = entry.fields.get("error")
+                found = error if isinstance(error, str) and error else entry.message
+            continue
+        if line.startswith(_TRACEBACK):
+            in_traceback = True
+        elif in_traceback and line.strip() and not line[0].isspace():
+            found, in_traceback = line.strip(), False
+    return found
+
+
+def crash_advice(exception: str) -> str:
+    """What to do about a plugin that died of ``exception`` before it could serve."""
+    advice = (
+        "The plugin died of a Python exception before it could serve; its traceback is on "
+        "stderr. Under Nomad that traceback is plain text, which the agent logs at debug "
+        "level only, so an operator sees nothing but a plugin that failed to start (and a "
+        "failed fingerprint launch stops the agent). "
+    )
+    if exception.startswith(("ModuleNotFoundError", "ImportError")):
+        advice += (
+            "A module is missing from the Python that runs the plugin: install it into that "
+            "environment, or bundle the plugin with its requirements (nomad-device-bundle "
+            "PLUGIN -r requirements.txt) so that a node needs only Python. "
+        )
+    return advice + (
+        "Run the command by hand to see the whole traceback, and make sure an exception "
+        "at import time cannot happen on a node (import optional libraries where they are "
+        "used, and report their absence in the log)."
+    )
 
 
 class Launch:
@@ -107,6 +161,8 @@ class Launch:
                 self.start_error = self.handshake_error
             else:
                 code = self.wait_exit(2.0)
+                if code is not None:
+                    self._threads[1].join(2.0)  # its last stderr lines: why it exited
                 self.start_error = (
                     f"the plugin exited (status {code}) without printing a handshake"
                     if code is not None

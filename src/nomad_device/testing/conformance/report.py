@@ -110,7 +110,7 @@ class ConformanceReport:
                     lines.extend(" " * 10 + line if line else "" for line in rest)
             if finding:
                 lines.extend(_wrap(f"why: {r.check.why}", 8, hanging=5))
-                lines.extend(_wrap(f"fix: {r.check.fix}", 8, hanging=5))
+                lines.extend(_wrap(f"fix: {r.fix}", 8, hanging=5))
         counts = self.counts()
         lines.append("")
         lines.append(
@@ -151,7 +151,7 @@ class ConformanceReport:
                     "summary": r.summary,
                     "evidence": list(r.evidence),
                     "why": r.check.why,
-                    "fix": r.check.fix,
+                    "fix": r.fix,
                     "section": r.check.section,
                 }
                 for r in self.results

@@ -68,12 +68,23 @@ class Suite:
         self.plugin_version: str | None = None
 
     def put(
-        self, check_id: str, status: Status, summary: str, evidence: Iterable[str] = ()
+        self,
+        check_id: str,
+        status: Status,
+        summary: str,
+        evidence: Iterable[str] = (),
+        *,
+        advice: str = "",
     ) -> None:
-        """Record an outcome unless the check already has one (thread-safe)."""
+        """Record an outcome unless the check already has one (thread-safe).
+
+        ``advice`` replaces the check's general fix where the finding calls for
+        another (a plugin that crashed needs other advice than one that printed).
+        """
         with self._lock:
             self.results.setdefault(
-                check_id, CheckResult(check(check_id), status, summary, tuple(evidence))
+                check_id,
+                CheckResult(check(check_id), status, summary, tuple(evidence), advice),
             )
 
     def skip(self, ids: Iterable[str], reason: str) -> None:

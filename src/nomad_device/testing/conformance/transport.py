@@ -13,7 +13,13 @@ import grpc
 from nomad_device.goplugin.hclog import parse_line
 from nomad_device.host import CallError, DevicePluginClient
 from nomad_device.testing.conformance.checks import Status
-from nomad_device.testing.conformance.launch import APP_VERSION, Launch, plugin_env
+from nomad_device.testing.conformance.launch import (
+    APP_VERSION,
+    Launch,
+    crash_advice,
+    plugin_env,
+    python_crash,
+)
 from nomad_device.testing.conformance.suite import Suite, excerpt, seconds
 
 __all__ = ["cookie_refusal", "handshake", "hclog_stderr", "health", "stdout_quiet"]
@@ -47,11 +53,25 @@ def cookie_refusal(suite: Suite) -> None:
         suite.put("cookie-refusal", Status.FAIL, f"cannot start the plugin: {exc}")
         return
     evidence = [f"exit status {proc.returncode}"]
-    if proc.stderr.strip():
-        evidence.append(f"stderr: {excerpt(proc.stderr.strip().splitlines()[0])}")
+    stderr = proc.stderr.decode("utf-8", "replace")
+    crash = python_crash(stderr.splitlines())
+    if crash is not None:
+        evidence.append(f"exception: {excerpt(crash)}")
+    elif stderr.strip():
+        evidence.append(f"stderr: {excerpt(stderr.strip().splitlines()[0])}")
     if proc.stdout:
         evidence.append(f"stdout: {excerpt(proc.stdout)}")
-    if proc.stdout:
+    if crash is not None:
+        # Exit status 1 and text on stderr, yet nothing refused anything: it would
+        # crash the same way under Nomad.
+        suite.put(
+            "cookie-refusal",
+            Status.FAIL,
+            f"without the cookie the plugin crashed ({crash}) instead of refusing to run",
+            evidence,
+            advice=crash_advice(crash),
+        )
+    elif proc.stdout:
         summary = "without the cookie the plugin wrote to stdout"
         if b"|grpc" in proc.stdout or b"|netrpc" in proc.stdout:
             summary = "without the cookie the plugin printed a handshake and served anyway"
@@ -92,6 +112,15 @@ def handshake(suite: Suite, launch: Launch, started: bool) -> None:
         )
     if not started:
         evidence.extend(launch.stderr_tail())
+        crash = python_crash(launch.stderr_lines)
+        if crash is not None:
+            suite.put(
+                "handshake",
+                Status.FAIL,
+                f"the plugin crashed before its handshake: {crash}",
+                evidence,
+                advice=crash_advice(crash),
+            )
         suite.put(
             "handshake", Status.FAIL, launch.start_error or "the plugin did not start", evidence
         )
