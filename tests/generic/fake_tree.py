@@ -6,6 +6,15 @@ the attribute files the kernel provides (``idVendor``, ``serial``, ``busnum``,
 ``dev``, ``uevent`` ...), the ``/sys/dev/char/M:m`` and ``/sys/bus/usb/devices``
 links, and real device nodes made with ``mknod`` (hence root). The plugin is
 pointed at the tree with ``NOMAD_DEVICE_GENERIC_DEV_ROOT`` and ``..._SYS_ROOT``.
+
+PCI functions (:meth:`FakeTree.pci`) follow the layout of this VM's own
+``/sys/devices/pci0000:00/0000:00:02.0`` (a virtio block device: ``vendor``,
+``device``, ``class``, ``subsystem_*``, ``enable``, ``numa_node`` as hex or
+decimal text with a newline, the ``driver`` link into ``/sys/bus/pci/drivers``,
+``/sys/bus/pci/devices/<address>`` linking to the directory, nodes in child
+directories such as ``virtio1/block/vda``); the PCIe files this VM lacks
+(``current_link_speed`` ..., ``aer_dev_fatal``, ``iommu_group``) are written
+in the format the kernel's ``Documentation/ABI/testing/sysfs-bus-pci*`` gives.
 """
 
 from __future__ import annotations
@@ -18,10 +27,12 @@ from pathlib import Path
 
 import pytest
 
-from nomad_device.plugins.generic.roots import ENV_DEV_ROOT, ENV_SYS_ROOT
+from nomad_device.plugins.generic.roots import ENV_DEV_ROOT, ENV_PCI_IDS, ENV_SYS_ROOT
 
 USB_MAJOR = 189
 TTY_USB_MAJOR = 188
+MISC_MAJOR = 10
+VFIO_CONTAINER_MINOR = 196
 
 
 def require_root(why: str = "the fake /dev tree is made of real device nodes (mknod)") -> None:
@@ -31,6 +42,38 @@ def require_root(why: str = "the fake /dev tree is made of real device nodes (mk
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI must run as root: {why}")
     pytest.skip(f"needs root: {why}")
+
+
+@dataclass
+class PciHandle:
+    address: str
+    syspath: Path
+    nodes: list[Path] = field(default_factory=list)  # under the fake /dev
+    dev_links: list[Path] = field(default_factory=list)  # /sys/dev/{char,block} links
+
+
+@dataclass(frozen=True)
+class Link:
+    """``current_link_speed`` ... as the kernel prints them: ``16.0 GT/s PCIe``, lanes."""
+
+    speed: str = "16.0 GT/s PCIe"
+    width: int = 16
+    max_speed: str = "16.0 GT/s PCIe"
+    max_width: int = 16
+
+
+_AER_FATAL = (
+    "Undefined", "DLP", "SDES", "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF",
+    "MalfTLP", "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP", "AtomicOpBlocked",
+    "TLPBlockedErr", "PoisonTLPBlocked",
+)  # fmt: skip
+
+
+def aer_text(total: int, which: str) -> str:
+    """``aer_dev_fatal`` / ``aer_dev_nonfatal``: one line per error kind, then the total."""
+    lines = [f"{name} 0" for name in _AER_FATAL]
+    lines.append(f"TOTAL_ERR_{which.upper()} {total}")
+    return "\n".join(lines) + "\n"
 
 
 @dataclass
@@ -70,9 +113,27 @@ class FakeTree:
             mkdirs(path)
         self._next_devnum: dict[int, int] = {}
 
+        self.ids_file: Path | None = None
+
     @property
     def env(self) -> dict[str, str]:
-        return {ENV_DEV_ROOT: str(self.dev), ENV_SYS_ROOT: str(self.sys)}
+        env = {ENV_DEV_ROOT: str(self.dev), ENV_SYS_ROOT: str(self.sys)}
+        if self.ids_file is not None:
+            env[ENV_PCI_IDS] = str(self.ids_file)
+        return env
+
+    def numa(self, online: str) -> None:
+        """The host's NUMA nodes (``/sys/devices/system/node/online``, ``0-1``)."""
+        node = mkdirs(self.sys / "devices" / "system" / "node")
+        (node / "online").write_text(online + "\n")
+
+    def pci_ids(self, text: str) -> Path:
+        """A ``pci.ids`` for the plugin to read names from (root's, mode 0644)."""
+        share = mkdirs(self.sys.parent / "share")
+        self.ids_file = share / "pci.ids"
+        self.ids_file.write_text(text)
+        self.ids_file.chmod(0o644)
+        return self.ids_file
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -209,4 +270,160 @@ class FakeTree:
         listing = self.sys / "bus" / "usb" / "devices" / handle.port
         if listing.is_symlink():
             listing.unlink()
+        shutil.rmtree(handle.syspath)
+
+    # -- PCI ---------------------------------------------------------------------------
+
+    def pci(
+        self,
+        address: str,
+        vendor_id: int,
+        device_id: int,
+        class_code: int,
+        *,
+        subsystem: tuple[int, int] | None = None,
+        driver: str | None = None,
+        numa_node: int = -1,
+        link: Link | None = None,
+        aer: tuple[int, int] | None = None,
+        iommu_group: int | None = None,
+        parent: str = "pci0000:00",
+        files: dict[str, str] | None = None,
+    ) -> PciHandle:
+        """A PCI function at ``/sys/devices/<parent>/<address>``; ``parent`` may be a
+        path through bridges (``pci0000:00/0000:00:01.1``). ``files`` adds driver
+        attributes relative to the function (``mem_info_vram_total``)."""
+        syspath = mkdirs(self.sys / "devices" / parent / address)
+        sub_vendor, sub_device = subsystem or (vendor_id, device_id)
+        attrs = {
+            "vendor": f"0x{vendor_id:04x}",
+            "device": f"0x{device_id:04x}",
+            "class": f"0x{class_code:06x}",
+            "subsystem_vendor": f"0x{sub_vendor:04x}",
+            "subsystem_device": f"0x{sub_device:04x}",
+            "numa_node": str(numa_node),
+            "enable": "1" if driver else "0",
+            "revision": "0x01",
+        }
+        if link is not None:
+            attrs.update(
+                current_link_speed=link.speed,
+                current_link_width=str(link.width),
+                max_link_speed=link.max_speed,
+                max_link_width=str(link.max_width),
+            )
+        for name, value in attrs.items():
+            (syspath / name).write_text(value + "\n")
+        if aer is not None:
+            self.aer(syspath, *aer)
+        for name, text in (files or {}).items():
+            mkdirs((syspath / name).parent)
+            (syspath / name).write_text(text)
+        listing = mkdirs(self.sys / "bus" / "pci" / "devices") / address
+        if listing.is_symlink():
+            listing.unlink()
+        listing.symlink_to(os.path.relpath(syspath, listing.parent))
+        handle = PciHandle(address, syspath)
+        self.bind(handle, driver)
+        if iommu_group is not None:
+            group = mkdirs(self.sys / "kernel" / "iommu_groups" / str(iommu_group) / "devices")
+            (group / address).symlink_to(os.path.relpath(syspath, group))
+            (syspath / "iommu_group").symlink_to(os.path.relpath(group.parent, syspath))
+        return handle
+
+    def set_attr(self, handle: PciHandle, name: str, value: str) -> None:
+        """Change one attribute file of a function, replaced whole (a read of the kernel's
+        is whole: a scan must never see it empty)."""
+        staged = handle.syspath / f".{name}.new"
+        staged.write_text(value + "\n")
+        staged.replace(handle.syspath / name)
+
+    def aer(self, syspath: Path, fatal: int, nonfatal: int) -> None:
+        """The AER totals; each file replaced whole, as a read of the kernel's is whole."""
+        for name, text in (
+            ("aer_dev_fatal", aer_text(fatal, "fatal")),
+            ("aer_dev_nonfatal", aer_text(nonfatal, "nonfatal")),
+        ):
+            if (syspath / name).exists() and (syspath / name).read_text() == text:
+                continue
+            staged = syspath / f".{name}.new"
+            staged.write_text(text)
+            staged.replace(syspath / name)
+
+    def bind(self, handle: PciHandle, driver: str | None) -> None:
+        """Bind ``driver`` (None: unbind), as ``/sys/bus/pci/drivers/<name>/bind`` would:
+        the ``driver`` link, ``enable``, and the ``uevent`` the kernel writes from them
+        (``pci_uevent``: ``DRIVER`` while bound, then the IDs, as on this VM)."""
+        path = handle.syspath
+        link = path / "driver"
+        if link.is_symlink():
+            link.unlink()
+        if driver is not None:
+            target = mkdirs(self.sys / "bus" / "pci" / "drivers" / driver)
+            link.symlink_to(os.path.relpath(target, path))
+        (path / "enable").write_text("1\n" if driver else "0\n")
+
+        def hexattr(name: str) -> int:
+            return int((path / name).read_text(), 16)
+
+        lines = [f"DRIVER={driver}"] if driver else []
+        lines += [
+            f"PCI_CLASS={hexattr('class'):X}",
+            f"PCI_ID={hexattr('vendor'):04X}:{hexattr('device'):04X}",
+            f"PCI_SUBSYS_ID={hexattr('subsystem_vendor'):04X}:{hexattr('subsystem_device'):04X}",
+            f"PCI_SLOT_NAME={handle.address}",
+        ]
+        (path / "uevent").write_text("\n".join(lines) + "\n")
+
+    def pci_node(
+        self,
+        handle: PciHandle,
+        where: str,
+        devname: str,
+        major: int,
+        minor: int,
+        *,
+        subsystem: str,
+        make_node: bool = True,
+    ) -> Path:
+        """A node below the function: ``where`` is its sysfs directory relative to the
+        function (``drm/renderD128``), ``devname`` its name under /dev (``dri/renderD128``)."""
+        kind = "block" if subsystem == "block" else "char"
+        handle.dev_links.append(
+            self._sysdev(handle.syspath / where, kind, major, minor, devname, subsystem)
+        )
+        node = self.node(devname, kind, major, minor) if make_node else self.dev / devname
+        handle.nodes.append(node)
+        return node
+
+    def virtual_node(self, sysdir: str, devname: str, major: int, minor: int,
+                     subsystem: str, class_name: str | None = None) -> Path:  # fmt: skip
+        """A node of no device's (``/sys/devices/virtual/...``), such as /dev/kfd; listed
+        under ``/sys/class/<class_name>`` when given."""
+        directory = self.sys / "devices" / "virtual" / sysdir
+        self._sysdev(directory, "char", major, minor, devname, subsystem)
+        if class_name is not None:
+            entry = mkdirs(self.sys / "class" / class_name) / directory.name
+            if not entry.is_symlink():
+                entry.symlink_to(os.path.relpath(directory, entry.parent))
+        return self.node(devname, "char", major, minor)
+
+    def vfio(self, group: int, major: int = 511, minor: int = 0) -> list[Path]:
+        """VFIO's group node /dev/vfio/<group> and container /dev/vfio/vfio."""
+        nodes = [self.virtual_node(f"vfio/{group}", f"vfio/{group}", major, minor, "vfio", "vfio")]
+        container = self.dev / "vfio" / "vfio"
+        if not container.exists():
+            nodes.append(
+                self.virtual_node(
+                    "misc/vfio", "vfio/vfio", MISC_MAJOR, VFIO_CONTAINER_MINOR, "misc", "misc"
+                )
+            )
+        return nodes
+
+    def remove_pci(self, handle: PciHandle) -> None:
+        """Hot-unplug: the function, its nodes and index links go."""
+        for path in [*handle.nodes, *handle.dev_links]:
+            if path.is_symlink() or path.exists():
+                path.unlink()
+        (self.sys / "bus" / "pci" / "devices" / handle.address).unlink()
         shutil.rmtree(handle.syspath)

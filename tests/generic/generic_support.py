@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Launched, Launcher
 
 from nomad_device import DeviceGroup
@@ -88,3 +92,89 @@ def logged(launched: Launched, text: str, timeout: float = 10.0) -> list[str]:
 
     wait_until(lambda: bool(render()), timeout)
     return render()
+
+
+# ------------------------------------------------------------- the page's presets
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins" / "generic.md"
+AGENT_BLOCKS = [
+    b
+    for b in re.findall(r"```hcl\n(.*?)```", DOC.read_text(), re.S)
+    if b.lstrip().startswith('plugin "nomad-device-generic"')
+]
+
+
+def preset_text(label: str) -> str:
+    """The agent config on generic.md that has ``device "<label>"``."""
+    (text,) = [b for b in AGENT_BLOCKS if f'device "{label}" {{' in b]
+    return text
+
+
+def preset_config(*labels: str) -> bytes:
+    """The config bytes a Nomad agent sends for the page's presets (several: one config
+    holding all their device blocks), decoded as an agent decodes its file."""
+    return encode_agent_text(agent_file(*labels))
+
+
+def preset_config_with(label: str, top: str = "", inside: str = "", pci: str = "") -> bytes:
+    """A preset with more settings: ``top`` at the config's top level, ``inside`` in its
+    device block, ``pci`` replacing the body of its (first) pci block."""
+    text = agent_file(label)
+    if inside:
+        text = text.replace(f'device "{label}" {{', f'device "{label}" {{\n      {inside}', 1)
+    if pci:
+        start = text.index("pci {")
+        end = text.index("}", start)
+        text = text[:start] + "pci {\n        " + pci + "\n      " + text[end:]
+    if top:
+        text = text.replace("  config {", "  config {\n    " + top, 1)
+    return encode_agent_text(text)
+
+
+def encode_agent_text(text: str) -> bytes:
+    """An agent file's plugin block as the config bytes the agent sends."""
+    from nomad_device.cli import hclconfig
+    from nomad_device.plugins.generic.plugin import GenericDevicePlugin
+    from nomad_device.wire.hcldec import compile_spec, decode, encode
+
+    block = hclconfig.parse_agent_text(text, "agent.hcl").select(["nomad-device-generic"], None)
+    decoded = decode(compile_spec(GenericDevicePlugin().config_schema()), block.config)
+    assert decoded.ok, [d.render("agent.hcl") for d in decoded.diagnostics]
+    return encode(decoded)
+
+
+def agent_file(*labels: str, extra: str = "") -> str:
+    """An agent's plugin block with the device blocks of the named presets."""
+    bodies = []
+    for label in labels:
+        lines = preset_text(label).strip().splitlines()
+        assert lines[1].strip() == "config {" and lines[-2:] == ["  }", "}"], lines
+        bodies.append("\n".join(lines[2:-2]))
+    inner = "\n\n".join(bodies) + (f"\n{extra}" if extra else "")
+    return f'plugin "nomad-device-generic" {{\n  config {{\n{inner}\n  }}\n}}\n'
+
+
+# ------------------------------------------------------------------ real uevents
+
+
+def pci_uevent_file() -> str:
+    """A real PCI function whose ``uevent`` file can be written to make the kernel
+    announce a ``pci`` change: a host bridge or PCI bridge (class 06), which no driver
+    acts on, so that nothing but listeners hears it."""
+    for path in sorted(glob.glob("/sys/bus/pci/devices/*")):
+        try:
+            code = int(Path(path, "class").read_text(), 16)
+        except (OSError, ValueError):
+            continue
+        if code >> 16 == 0x06:
+            return os.path.join(os.path.realpath(path), "uevent")
+    reason = "no PCI bridge in /sys/bus/pci/devices to synthesise a pci uevent with"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}: CI must synthesise a real kernel uevent")
+    pytest.skip(reason)
+
+
+def announce(uevent_file: str) -> None:
+    """``echo change > <uevent_file>``: the kernel sends a real uevent for that device."""
+    with open(uevent_file, "w") as f:
+        f.write("change")

@@ -39,6 +39,9 @@ def test_the_page_has_the_examples_the_issue_asks_for() -> None:
     assert len(BLOCKS) == len(AGENT) + len(JOBS), "every hcl block is an agent config or a job"
     labels = {k.label for text in AGENT for k in agent_settings(text).kinds}
     assert {"kvm", "fuse", "tun", "serial", "zigbee-upstairs", "coral"} <= labels
+    # The PCI presets (issue 21), each run on its fake tree by test_generic_pci.py.
+    presets = {"amd", "intel", "gaudi", "neuron", "alveo", "edgetpu", "passthrough"}
+    assert presets | {"virtio-disk"} <= labels
     drivers = " ".join(JOBS)
     assert drivers.count('driver = "exec"') >= 6 and drivers.count('driver = "docker"') >= 6
 
@@ -115,6 +118,24 @@ def test_maps_decode_from_either_spelling() -> None:
         text = f'plugin "nomad-device-generic" {{\n config {{\n{body}\n }}\n}}\n'
         (kind,) = agent_settings(text).kinds
         assert dict(kind.env) == {"A": "b"}
+
+
+def test_the_presets_say_what_their_layouts_were_checked_against() -> None:
+    text = DOC.read_text()
+    section = text[text.index("### Presets") : text.index("## Device identity")]
+    table = re.search(
+        r"\| preset \| layout checked against \|\n\| --- \| --- \|\n(.*?)\n\n", section, re.S
+    )
+    assert table is not None
+    rows = table.group(1).splitlines()
+    assert len(rows) == 8
+    anchors = re.findall(r"\]\(#([a-z0-9-]+)\)", table.group(1))
+    headings = {
+        re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
+        for h in re.findall(r"^#### (.*)$", section, re.M)
+    }
+    assert set(anchors) <= headings, set(anchors) - headings
+    assert sum("a real sysfs" in row for row in rows) == 1
 
 
 def test_the_agents_unknown_key_message_is_what_the_decoder_says() -> None:

@@ -17,7 +17,7 @@ from conftest import Launcher
 from fake_tree import FakeTree, require_root
 from generic_support import devices, logged, start, wait_for
 
-from nomad_device.plugins.generic.config import DeviceBlock, GenericConfig, UsbBlock
+from nomad_device.plugins.generic.config import DeviceBlock, GenericConfig, PciBlock, UsbBlock
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -123,11 +123,23 @@ def test_the_directories_watched_follow_the_patterns() -> None:
                 "raw": DeviceBlock(paths=["/dev/bus/usb/*/*"], max_watches=9),
                 "stick": DeviceBlock(usb=[UsbBlock(vendor_id="10c4")]),
                 "pcsc": DeviceBlock(paths=["/run/pcscd/pcscd.comm"]),
+                "gpu": DeviceBlock(
+                    pci=[PciBlock(driver="amdgpu")], companions=["/dev/kfd", "/dev/hl/ctl*"]
+                ),
             }
         )
     ).kinds
     flat, trees = watch_dirs(kinds, Roots("/r/dev", "/r/sys"))
-    assert sorted(flat) == ["/r/dev", "/r/dev/net", "/r/dev/serial/by-id", "/run/pcscd"]
+    from nomad_device.plugins.generic.events import SUBSYSTEMS
+
+    # A PCI hot-plug, driver (un)bind and AER recovery are pci uevents; nodes come as
+    # drm, accel and VFIO ones.
+    assert {"pci", "drm", "accel", "vfio", "vfio-dev"} <= set(SUBSYSTEMS)
+    # PCI nodes appear in /dev, /dev/dri, /dev/accel, /dev/vfio; companions are patterns.
+    assert sorted(flat) == [
+        "/r/dev", "/r/dev/accel", "/r/dev/dri", "/r/dev/hl", "/r/dev/net", "/r/dev/serial/by-id",
+        "/r/dev/vfio", "/run/pcscd",
+    ]  # fmt: skip
     # Each block's trees are its own, with its own cap.
     assert trees == [
         Tree("raw", ("/r/dev/bus/usb",), ("/dev/bus/usb/*/*",), 9),

@@ -561,3 +561,29 @@ def test_a_usb_block_that_matches_nothing_says_so_once(
         else f"no USB device matches: this host has no USB bus ({tree.sys}/bus/usb does not exist)"
     )
     assert logged(launched, expected) == [f"{expected} device=zigbee"]
+
+
+def test_nodes_narrows_what_a_usb_device_brings(launch: Launcher, tree: FakeTree) -> None:
+    """``nodes`` (for PCI presets first) works for USB matches the same way."""
+    tree.usb("1-1.4", 0x10C4, 0xEA60, serial="0001", tty=("ttyUSB0", 0))
+    other = tree.usb("1-1.2", 0x1A86, 0x7523, tty=("ttyUSB1", 1))
+    launched = start(
+        launch,
+        config(
+            tty=DeviceBlock(usb=[UsbBlock(vendor_id="10c4")], nodes=["ttyUSB*"]),
+            none=DeviceBlock(usb=[UsbBlock(vendor_id="1a86")], nodes=["hidraw*"]),
+        ),
+        tree.env,
+    )
+    with launched.client.fingerprint() as stream:
+        groups = stream.next(15)
+    (none,) = devices(groups, "generic/none/none").values()
+    bus = "/dev/" + str(other.nodes[0].relative_to(tree.dev))
+    assert none.health_description == (
+        f"none of its device nodes ({bus}, /dev/ttyUSB1) is one the block's nodes names"
+    )
+    (tty,) = devices(groups, "generic/tty/tty").values()
+    assert tty.healthy
+    assert launched.client.reserve([tty.id]).devices == (
+        DeviceSpec("/dev/ttyUSB0", str(tree.dev / "ttyUSB0"), "rw"),
+    )

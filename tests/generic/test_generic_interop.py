@@ -74,7 +74,12 @@ def test_go_host_sees_devices_and_device_specs(interop_bin: Path, tmp_path: Path
     )
     assert ok(report["plugin_info"])["name"] == "generic-device"
     schema = ok(report["config_schema"])
-    assert schema["fields"] == ["device", "fingerprint_period", "vanished_grace"]
+    assert schema["fields"] == [
+        "device",
+        "fingerprint_period",
+        "recovery_quiet_period",
+        "vanished_grace",
+    ]
     ok(report["set_config"])
     groups = {
         f"{g['vendor']}/{g['type']}/{g['name']}": g for g in ok(report["fingerprint"])["groups"]
@@ -117,4 +122,41 @@ def test_go_host_sees_devices_and_device_specs(interop_bin: Path, tmp_path: Path
     assert unknown["error"]["message"] == 'unknown device "nope"'
     stats = ok(report["stats"])
     assert {g["name"] for g in stats["groups"]} == {"kvm", "zigbee"}
+    assert report["kill"]["outcome"] == "graceful", report["kill"]
+
+
+def test_go_host_sees_pci_devices_with_their_locality(interop_bin: Path, tmp_path: Path) -> None:
+    """The page's ROCm preset on the fake MI210s (pci_layouts.py), through go-plugin."""
+    from generic_support import preset_config
+    from pci_layouts import PCI_IDS, amd_rocm
+
+    require_root()
+    tree = FakeTree(tmp_path / "root")
+    tree.pci_ids(PCI_IDS)
+    layout = amd_rocm(tree)
+    report = gohost(
+        interop_bin,
+        tree.env,
+        "-quiet",
+        "-config-hex",
+        preset_config("amd").hex(),
+        "-reserve",
+        "0000:c3:00.0",
+    )
+    ok(report["set_config"])
+    (group,) = ok(report["fingerprint"])["groups"]
+    assert (group["vendor"], group["type"], group["name"]) == ("amd", "gpu", "instinct")
+    assert group["devices"] == [
+        {"id": a, "healthy": True, "health_description": "", "pci_bus_id": a}
+        for a in ("0000:03:00.0", "0000:c3:00.0")
+    ]
+    assert group["attributes"]["memory"] == {"int": 65536, "unit": "MiB"}
+    assert group["attributes"]["pci_bandwidth"] == {"int": 32768, "unit": "MB/s"}
+    assert group["attributes"]["pci_link_speed"] == {"float": 16.0}
+    (reservation,) = report["reserve"]
+    render = layout.functions["0000:c3:00.0"].nodes[1]
+    assert ok(reservation)["devices"] == [
+        {"task_path": "/dev/dri/renderD129", "host_path": str(render), "permissions": "rw"},
+        {"task_path": "/dev/kfd", "host_path": str(tree.dev / "kfd"), "permissions": "rw"},
+    ]
     assert report["kill"]["outcome"] == "graceful", report["kill"]

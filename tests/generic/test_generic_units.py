@@ -41,7 +41,10 @@ def refused(**blocks: DeviceBlock) -> str:
             DeviceBlock(paths=["/dev/kvm"], permissions=""),
             'device "x": permissions: "" grants nothing; use letters of "rwm", e.g. "rw"',
         ),
-        (DeviceBlock(), 'device "x": give paths, usb blocks, or both: this block matches nothing'),
+        (
+            DeviceBlock(),
+            'device "x": give paths, usb or pci blocks (or several): this block matches nothing',
+        ),
         (
             DeviceBlock(paths=["dev/kvm"]),
             'device "x": paths[0]: "dev/kvm" is not an absolute path',

@@ -1,13 +1,15 @@
-"""nomad-device-generic: ``/dev`` nodes and USB devices as Nomad devices, configured in HCL.
+"""nomad-device-generic: ``/dev`` nodes, USB devices and PCI cards as Nomad devices, from HCL.
 
 Installed as the console script ``nomad-device-generic``;
 ``docs/plugins/generic.md`` covers configuration, job ``device`` blocks for
-the exec and docker drivers, health, identity and how it compares with
-squat/generic-device-plugin and Nomad's USB plugin.
+the exec and docker drivers, health, identity, PCI cards with their presets
+(ROCm, Intel GPUs, Gaudi, Neuron, Alveo, Coral, VFIO) and how it compares
+with squat/generic-device-plugin and Nomad's USB plugin.
 
 Modules by role: :mod:`.config` (the schema and its validation),
 :mod:`.roots` (``/dev`` and ``/sys``, overridable for tests),
-:mod:`.sysfs`, :mod:`.patterns` and :mod:`.discovery` (finding devices),
+:mod:`.sysfs`, :mod:`.pci`, :mod:`.pciids`, :mod:`.patterns` and
+:mod:`.discovery` (finding devices),
 :mod:`.trust` (what may be offered: the safety rules, in one place),
 :mod:`.health` (node checks), :mod:`.probes` (probe commands, held to their
 job), :mod:`.events` (what wakes a rescan), :mod:`.inventory` (groups),
@@ -15,17 +17,25 @@ job), :mod:`.events` (what wakes a rescan), :mod:`.inventory` (groups),
 together.
 """
 
-from nomad_device.plugins.generic.config import DeviceBlock, GenericConfig, ProbeBlock, UsbBlock
+from nomad_device.plugins.generic.config import (
+    DeviceBlock,
+    GenericConfig,
+    PciBlock,
+    ProbeBlock,
+    UsbBlock,
+)
 from nomad_device.plugins.generic.plugin import PLUGIN_NAME, GenericDevicePlugin
-from nomad_device.plugins.generic.roots import ENV_DEV_ROOT, ENV_SYS_ROOT, Roots
+from nomad_device.plugins.generic.roots import ENV_DEV_ROOT, ENV_PCI_IDS, ENV_SYS_ROOT, Roots
 
 __all__ = [
     "ENV_DEV_ROOT",
+    "ENV_PCI_IDS",
     "ENV_SYS_ROOT",
     "PLUGIN_NAME",
     "DeviceBlock",
     "GenericConfig",
     "GenericDevicePlugin",
+    "PciBlock",
     "ProbeBlock",
     "Roots",
     "UsbBlock",

@@ -11,6 +11,7 @@ subset of "rwm"``.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -20,12 +21,15 @@ from typing import Final
 
 from nomad_device.errors import InvalidArgument
 from nomad_device.model import UNITS, Attribute
+from nomad_device.plugins.sharing import MAX_SHARE
 
 __all__ = [
     "DEFAULT_VENDOR",
     "DeviceBlock",
     "GenericConfig",
     "Kind",
+    "PciBlock",
+    "PciMatcher",
     "ProbeBlock",
     "ProbeSpec",
     "Settings",
@@ -41,8 +45,6 @@ __all__ = [
 DEFAULT_VENDOR: Final = "generic"
 #: The letters of a device cgroup rule: read, write, mknod.
 CGROUP_LETTERS: Final = "rwm"
-#: More instances than this per device is a typo, not a plan.
-MAX_SHARE: Final = 10_000
 #: Device cgroup permissions when a block sets none.
 DEFAULT_PERMISSIONS: Final = "rw"
 
@@ -59,6 +61,27 @@ class UsbBlock:
     serial: str = ""
     manufacturer: str = ""
     product: str = ""
+
+
+@dataclass(frozen=True)
+class PciBlock:
+    """``pci { ... }``: a PCI function matches when every given field matches.
+
+    IDs are hex as ``lspci -nn`` prints them (``1002``); ``class`` is a prefix of
+    the six-digit class code (``"03"`` display, ``"0302"`` 3D controller, ``"12"``
+    processing accelerator) or ``value/mask``; ``address`` a glob over the
+    function's address (``0000:3b:*``). A function bound to no driver matches a
+    block that names one (and is unhealthy for it); one bound to another
+    driver does not.
+    """
+
+    vendor_id: str = ""
+    device_id: str = ""
+    class_code: str = field(default="", metadata={"hcl": "class"})
+    subsystem_vendor_id: str = ""
+    subsystem_device_id: str = ""
+    driver: str = ""
+    address: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,8 +105,21 @@ class DeviceBlock:
     vendor: str = DEFAULT_VENDOR
     type: str | None = None
     name: str | None = None
-    paths: list[str] = field(default_factory=list)
+    # The lists of strings are optional without a default (None: empty): a Nomad
+    # agent fills an absent attribute's literal default ``[]`` in as an empty
+    # *tuple*, and the map of device blocks then holds objects of two types (a
+    # block that sets ``paths`` beside one that does not), which makes go-cty
+    # panic and the agent die. An absent optional attribute is a typed null.
+    paths: list[str] | None = None
     usb: list[UsbBlock] = field(default_factory=list)
+    pci: list[PciBlock] = field(default_factory=list)
+    # Which of a matched PCI or USB device's own nodes it brings (all when empty):
+    # names ("renderD*") or paths under /dev ("dri/renderD*").
+    nodes: list[str] | None = None
+    # Paths (globs) every device of the block brings besides its own (/dev/kfd).
+    companions: list[str] | None = None
+    # A PCIe link trained below its maximum speed or width makes a device unhealthy.
+    require_full_link: bool = False
     share: int = 1
     # Unset: "rw" for device nodes, read-only for bind mounts (a mount is
     # writable only when "w" is asked for in so many words).
@@ -105,6 +141,8 @@ class GenericConfig:
     device: dict[str, DeviceBlock] = field(default_factory=dict)
     fingerprint_period: timedelta = timedelta(seconds=30)
     vanished_grace: timedelta = timedelta(minutes=5)
+    # How long a PCI function stays unhealthy after its AER error counters last rose.
+    recovery_quiet_period: timedelta = timedelta(minutes=5)
 
 
 # ----------------------------------------------------------------- validated form
@@ -130,6 +168,41 @@ class UsbMatcher:
             and (self.manufacturer is None or self.manufacturer == manufacturer)
             and (self.product is None or self.product == product)
         )
+
+
+@dataclass(frozen=True)
+class PciMatcher:
+    """A validated ``pci`` block; ``None`` fields match anything."""
+
+    vendor_id: int | None = None
+    device_id: int | None = None
+    class_value: int = 0
+    class_mask: int = 0  # 0: any class
+    subsystem_vendor_id: int | None = None
+    subsystem_device_id: int | None = None
+    driver: str | None = None
+    address: str | None = None  # a glob, lower case
+
+    def identity_matches(
+        self,
+        address: str,
+        ids: tuple[int, int, int | None, int | None],
+        class_code: int,
+    ) -> bool:
+        """Everything but the driver: the address, IDs and class."""
+        vendor, device, sub_vendor, sub_device = ids
+        return (
+            (self.vendor_id is None or self.vendor_id == vendor)
+            and (self.device_id is None or self.device_id == device)
+            and (class_code & self.class_mask) == self.class_value
+            and (self.subsystem_vendor_id is None or self.subsystem_vendor_id == sub_vendor)
+            and (self.subsystem_device_id is None or self.subsystem_device_id == sub_device)
+            and (self.address is None or fnmatch.fnmatchcase(address, self.address))
+        )
+
+    def driver_matches(self, driver: str | None) -> bool:
+        """No driver asked for, the one asked for, or none bound yet (unhealthy, but ours)."""
+        return self.driver is None or driver is None or driver == self.driver
 
 
 @dataclass(frozen=True)
@@ -159,6 +232,15 @@ class Kind:
     probe: ProbeSpec | None
     group_per_device: bool
     max_watches: int = 256
+    pci: tuple[PciMatcher, ...] = ()
+    nodes: tuple[str, ...] = ()
+    companions: tuple[str, ...] = ()
+    require_full_link: bool = False
+
+    @property
+    def patterns(self) -> tuple[str, ...]:
+        """Every glob the block names: what its matches may lie under (:mod:`.trust`)."""
+        return self.paths + self.companions
 
     @property
     def key(self) -> str:
@@ -174,11 +256,14 @@ class Settings:
     kinds: tuple[Kind, ...]
     period: float
     vanished_grace: float
+    recovery_quiet: float = 300.0
 
 
 # ----------------------------------------------------------------------- helpers
 
 _HEX_ID: Final = re.compile(r"(?:0[xX])?([0-9a-fA-F]{1,4})")
+_HEX_CLASS: Final = re.compile(r"(?:0[xX])?([0-9a-fA-F]{1,6})")
+_CLASS_BITS: Final = 24
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NOT_ENV: Final = re.compile(r"[^A-Za-z0-9]+")
 _INT: Final = re.compile(r"[+-]?[0-9]+")
@@ -265,18 +350,73 @@ class _Problems:
             raise InvalidArgument("; ".join(self.items))
 
 
-def _usb_id(raw: str, label: str, where: str, problems: _Problems) -> int | None:
+def _hex_id(raw: str, bus: str, label: str, where: str, problems: _Problems) -> int | None:
+    """A USB or PCI ID, four hex digits as ``lsusb`` / ``lspci -nn`` print them."""
     if raw == "":
         return None
     found = _HEX_ID.fullmatch(raw)
     if found is None:
+        tool, example = ("lsusb", "1a86") if bus == "USB" else ("lspci -nn", "1002")
         problems.add(
             label,
             where,
-            f'{_q(raw)} is not a USB ID in hex as lsusb prints it (four hex digits, e.g. "1a86")',
+            f"{_q(raw)} is not a {bus} ID in hex as {tool} prints it"
+            f' (four hex digits, e.g. "{example}")',
         )
         return None
     return int(found.group(1), 16)
+
+
+def _pci_class(raw: str, label: str, where: str, problems: _Problems) -> tuple[int, int]:
+    """(value, mask) over the 24-bit class code; (0, 0) matches every class."""
+    if raw == "":
+        return 0, 0
+    value_text, slash, mask_text = raw.partition("/")
+    value = _HEX_CLASS.fullmatch(value_text)
+    mask = _HEX_CLASS.fullmatch(mask_text) if slash else None
+    if slash and value is not None and mask is not None:
+        bits = int(mask.group(1), 16)
+        return int(value.group(1), 16) & bits, bits
+    if not slash and value is not None and len(value.group(1)) in (2, 4, 6):
+        digits = value.group(1)
+        shift = _CLASS_BITS - 4 * len(digits)
+        return int(digits, 16) << shift, ((1 << (4 * len(digits))) - 1) << shift
+    problems.add(
+        label,
+        where,
+        f"{_q(raw)} is not a PCI class: give 2, 4 or 6 hex digits of the class code"
+        ' (class, subclass, interface: "03", "0302", "030200") or value/mask ("030000/ff0000")',
+    )
+    return 0, 0
+
+
+def _pci_matcher(block: PciBlock, label: str, where: str, problems: _Problems) -> PciMatcher:
+    given = [
+        block.vendor_id, block.device_id, block.class_code, block.subsystem_vendor_id,
+        block.subsystem_device_id, block.driver, block.address,
+    ]  # fmt: skip
+    if not any(given):
+        problems.add(
+            label,
+            where,
+            "set at least one of vendor_id, device_id, class, subsystem_vendor_id,"
+            " subsystem_device_id, driver, address",
+        )
+    value, mask = _pci_class(block.class_code, label, f"{where}.class", problems)
+
+    def pci_id(name: str) -> int | None:
+        return _hex_id(getattr(block, name), "PCI", label, f"{where}.{name}", problems)
+
+    return PciMatcher(
+        vendor_id=pci_id("vendor_id"),
+        device_id=pci_id("device_id"),
+        class_value=value,
+        class_mask=mask,
+        subsystem_vendor_id=pci_id("subsystem_vendor_id"),
+        subsystem_device_id=pci_id("subsystem_device_id"),
+        driver=block.driver or None,
+        address=block.address.lower() or None,
+    )
 
 
 def _seconds(delta: timedelta) -> float:
@@ -301,19 +441,38 @@ def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
     if not name:
         problems.add(label, "name", "must not be empty")
 
-    if not block.paths and not block.usb:
-        problems.add(label, "", "give paths, usb blocks, or both: this block matches nothing")
-    for i, pattern in enumerate(block.paths):
-        if not pattern.startswith("/"):
-            problems.add(label, f"paths[{i}]", f"{_q(pattern)} is not an absolute path")
-        elif "\x00" in pattern:
-            problems.add(label, f"paths[{i}]", "must not contain a NUL character")
+    paths, nodes = block.paths or [], block.nodes or []
+    companions = block.companions or []
+    if not paths and not block.usb and not block.pci:
+        problems.add(
+            label, "", "give paths, usb or pci blocks (or several): this block matches nothing"
+        )
+    for key, patterns in (("paths", paths), ("companions", companions)):
+        for i, pattern in enumerate(patterns):
+            if not pattern.startswith("/"):
+                problems.add(label, f"{key}[{i}]", f"{_q(pattern)} is not an absolute path")
+            elif "\x00" in pattern:
+                problems.add(label, f"{key}[{i}]", "must not contain a NUL character")
+    for i, pattern in enumerate(nodes):
+        if not pattern.strip("/") or "\x00" in pattern:
+            problems.add(
+                label,
+                f"nodes[{i}]",
+                f'{_q(pattern)} is not a node name or a path under /dev (e.g. "renderD*")',
+            )
+    if nodes and not block.pci and not block.usb:
+        problems.add(
+            label, "nodes", "filters the nodes of pci and usb matches; this block has none"
+        )
+    pci = tuple(
+        _pci_matcher(item, label, f"pci[{i}]", problems) for i, item in enumerate(block.pci)
+    )
 
     matchers: list[UsbMatcher] = []
     for i, usb in enumerate(block.usb):
         where = f"usb[{i}]"
-        vendor_id = _usb_id(usb.vendor_id, label, f"{where}.vendor_id", problems)
-        product_id = _usb_id(usb.product_id, label, f"{where}.product_id", problems)
+        vendor_id = _hex_id(usb.vendor_id, "USB", label, f"{where}.vendor_id", problems)
+        product_id = _hex_id(usb.product_id, "USB", label, f"{where}.product_id", problems)
         given = [usb.vendor_id, usb.product_id, usb.serial, usb.manufacturer, usb.product]
         if not any(given):
             problems.add(
@@ -377,7 +536,7 @@ def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
         vendor=vendor,
         type=dtype,
         name=name,
-        paths=tuple(block.paths),
+        paths=tuple(paths),
         usb=tuple(matchers),
         share=block.share,
         permissions=permissions,
@@ -388,6 +547,10 @@ def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
         probe=probe,
         group_per_device=block.group_per_device,
         max_watches=block.max_watches,
+        pci=pci,
+        nodes=tuple(nodes),
+        companions=tuple(companions),
+        require_full_link=block.require_full_link,
     )
 
 
@@ -428,5 +591,8 @@ def settings_from(config: GenericConfig) -> Settings:
     grace = _seconds(config.vanished_grace)
     if grace < 0:
         problems.items.append("vanished_grace: must not be negative")
+    quiet = _seconds(config.recovery_quiet_period)
+    if quiet < 0:
+        problems.items.append("recovery_quiet_period: must not be negative")
     problems.raise_if_any()
-    return Settings(tuple(kinds), period, grace)
+    return Settings(tuple(kinds), period, grace, quiet)

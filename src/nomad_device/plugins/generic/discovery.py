@@ -1,4 +1,4 @@
-"""Finding the devices each block describes: ``/dev`` globs and USB devices in sysfs.
+"""Finding the devices each block describes: ``/dev`` globs, USB devices and PCI functions.
 
 A scan is a pure function of the config and what is under the roots now; it
 remembers nothing between calls except a cache of sysfs lookups. Health,
@@ -17,10 +17,19 @@ probes and the vanished-device policy are layered on top by the plugin.
   ``vvvv:pppp@<port path>`` (``1a86:7523@1-1.4``): the sysfs name of the port
   it is plugged into, which does not change when it is replugged there.
   Bus and device numbers (``/dev/bus/usb/001/004``) are enumeration order and
-  are never part of an ID.
+  are never part of an ID;
+- a PCI function is its address (``0000:3b:00.0``), as sysfs names it.
 
-**Claims.** A node, or a USB device, matched by several blocks belongs to the
-block whose label sorts first; the others do not offer it (Nomad would
+**Nodes.** A USB device brings the nodes the kernel made for it and its
+interfaces, a PCI function those below it in sysfs (and its VFIO group's when
+a VFIO driver has it), both narrowed by the block's ``nodes``; every device of
+a block also brings the block's ``companions`` (``/dev/kfd``). Each node goes
+through :mod:`.trust`, and a device with one node it may not have is not
+offered at all.
+
+**Claims.** A node, a USB device or a PCI function matched by several blocks
+belongs to the block whose label sorts first (companions are shared and
+claim nothing); the others do not offer it (Nomad would
 otherwise give one device to two tasks). The scan reports such overlaps for the
 log.
 """
@@ -40,18 +49,37 @@ from typing import Final
 from nomad_device.model import Attribute
 from nomad_device.plugins.generic.config import Kind
 from nomad_device.plugins.generic.patterns import fixed_dir
+from nomad_device.plugins.generic.pci import (
+    PciFunction,
+    PciIdentity,
+    class_text,
+    matches_nodes,
+    pci_bandwidth,
+    pci_functions,
+    read_function,
+)
+from nomad_device.plugins.generic.pciids import PciIds, PciKey, PciNames
 from nomad_device.plugins.generic.roots import Roots
 from nomad_device.plugins.generic.sysfs import (
     SysfsCache,
+    SysNode,
     UsbDevice,
-    UsbNode,
     usb_bus_present,
     usb_devices,
     usb_nodes,
 )
 from nomad_device.plugins.generic.trust import Checked, PathCheck
 
-__all__ = ["Found", "Node", "ScanResult", "Scanner", "id_base", "natural_key", "size_attribute"]
+__all__ = [
+    "Found",
+    "Node",
+    "ScanResult",
+    "Scanner",
+    "id_base",
+    "natural_key",
+    "order_key",
+    "size_attribute",
+]
 
 _SERIAL_SAFE: Final = re.compile(r"[^A-Za-z0-9._+-]+")
 _DIGITS: Final = re.compile(r"(\d+)")
@@ -63,6 +91,12 @@ _BINARY_UNITS_SMALL: Final = (("MiB", 1 << 20), ("KiB", 1 << 10))
 def natural_key(text: str) -> tuple[object, ...]:
     """``loop2`` before ``loop10``."""
     return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(text))
+
+
+def order_key(found: Found) -> tuple[object, ...]:
+    """The order devices are reported in: ``loop2`` before ``loop10``, and PCI addresses
+    (fixed-width hex) as text, which is bus order (``0000:9a:00.0`` after ``0000:33:00.0``)."""
+    return (found.id,) if found.source == "pci" else natural_key(found.id)
 
 
 def size_attribute(size: int) -> Attribute:
@@ -111,14 +145,32 @@ class Found:
 
     label: str
     id: str
-    source: str  # "path" or "usb"
-    nodes: tuple[Node, ...]  # the primary node first
+    source: str  # "path", "usb" or "pci"
+    nodes: tuple[Node, ...]  # its own, the primary node first
     attributes: Mapping[str, Attribute] = field(default_factory=dict)
     pci_bus_id: str | None = None
     size_bytes: int | None = None
     usb_speed: float | None = None
     usb_authorized: bool = True
     usb_port: str | None = None
+    companions: tuple[Node, ...] = ()  # the block's, shared with its other devices
+    pci: PciFunction | None = None
+    expect_driver: str | None = None  # the driver the matching pci block names
+    unfiltered: tuple[str, ...] = ()  # nodes left out by the block's ``nodes``
+
+    @property
+    def all_nodes(self) -> tuple[Node, ...]:
+        """What a reservation grants: its own nodes, then the companions."""
+        return self.nodes + self.companions
+
+    @property
+    def device_key(self) -> str | None:
+        """What makes two matches one physical device besides their nodes."""
+        if self.source == "usb" and self.usb_port is not None:
+            return f"usb {self.usb_port}"
+        if self.source == "pci" and self.pci is not None:
+            return f"pci {self.pci.address}"
+        return None
 
 
 @dataclass
@@ -129,6 +181,7 @@ class ScanResult:
     refused: dict[tuple[str, str], str] = field(default_factory=dict)  # (label, path): why
     usb_unmatched: set[str] = field(default_factory=set)  # labels whose usb blocks match nothing
     usb_bus: bool = True  # whether sysfs has a USB bus at all
+    pci_unmatched: set[str] = field(default_factory=set)  # labels whose pci blocks match nothing
 
 
 _KIND_OF_MODE: Final = (
@@ -191,6 +244,16 @@ class Scanner:
         self.roots = roots
         self.sysfs = SysfsCache(roots)
         self.trust = PathCheck(roots, self.sysfs)
+        self.pci_ids = PciIds(roots.pci_ids_paths, self._unreadable)
+
+    def _unreadable(self, path: str) -> str | None:
+        """Why a file the plugin reads names from is not to be believed (:mod:`.trust`)."""
+        checked = self.trust.check(path)
+        if not checked.ok:
+            return checked.refusal
+        if checked.info is None or not stat.S_ISREG(checked.info.st_mode):
+            return "not a regular file"
+        return None
 
     # -- nodes ---------------------------------------------------------------------
 
@@ -249,7 +312,7 @@ class Scanner:
                 empty.add((kind.label, pattern))
             for real in matches:
                 canonical = self.roots.canonical(real)
-                node = self.inspect(real, canonical, kind.paths, refused)
+                node = self.inspect(real, canonical, kind.patterns, refused)
                 if node is None:
                     continue
                 is_link = node.path != node.resolved and os.path.islink(real)
@@ -267,8 +330,7 @@ class Scanner:
             "minor": Attribute(node.minor),
         }
         info = self.sysfs.lookup(node.kind, node.major, node.minor, node.stamp)
-        if self.sysfs.has_index(node.kind):
-            node = dataclasses.replace(node, known=info is not None)
+        node = self._known(node, info is not None)
         size = None
         usb = None
         pci = None
@@ -296,6 +358,12 @@ class Scanner:
             usb.sysname if usb else None,
         )
 
+    def _known(self, node: Node, known: bool) -> Node:
+        """Record whether sysfs has a device with the node's numbers (where it lists any)."""
+        if self.sysfs.has_index(node.kind):
+            return dataclasses.replace(node, known=known)
+        return node
+
     def _usb_found(
         self, kind: Kind, device_id: str, device: UsbDevice, refused: dict[str, str]
     ) -> Found | None:
@@ -304,13 +372,11 @@ class Scanner:
         # the bus node (/dev/bus/usb/BBB/DDD, libusb's) comes last.
         ordered = [n for n in usb_nodes_ if not n.devname.startswith("bus/usb/")]
         ordered += [n for n in usb_nodes_ if n.devname.startswith("bus/usb/")]
-        nodes = []
-        for usb_node in ordered:
-            node = self._usb_node(usb_node, kind.paths, refused)
-            if node is None:
-                return None  # one node it may not have: none of it is offered
-            nodes.append(node)
-        sizes = (self._usb_block_size(n) for n in ordered if n.kind == "block")
+        wanted = [n for n in ordered if matches_nodes(kind.nodes, n.devname)]
+        nodes = self._sys_nodes(wanted, kind.patterns, refused)
+        if nodes is None:
+            return None  # one node it may not have: none of it is offered
+        sizes = (self._block_size(n) for n in wanted if n.kind == "block")
         size = next((s for s in sizes if s is not None), None)
         attributes = _usb_attributes(device)
         if size is not None:
@@ -326,19 +392,114 @@ class Scanner:
             device.speed,
             device.authorized,
             device.sysname,
+            unfiltered=_left_out(usb_nodes_, wanted),
         )
 
-    def _usb_node(
-        self, usb_node: UsbNode, patterns: Sequence[str], refused: dict[str, str]
-    ) -> Node | None:
-        real = self.roots.devname(usb_node.devname)
-        node = self.inspect(real, f"/dev/{usb_node.devname}", patterns, refused)
-        if node is None:
-            return None
-        return dataclasses.replace(node, expect=(usb_node.kind, usb_node.major, usb_node.minor))
+    def _sys_nodes(
+        self, sys_nodes: Sequence[SysNode], patterns: Sequence[str], refused: dict[str, str]
+    ) -> list[Node] | None:
+        """Nodes sysfs names, each through :mod:`.trust`; None if one may not be offered."""
+        nodes = []
+        for sys_node in sys_nodes:
+            node = self._sys_node(sys_node.devname, sys_node, patterns, refused)
+            if node is None:
+                return None
+            nodes.append(node)
+        return nodes
 
-    def _usb_block_size(self, usb_node: UsbNode) -> int | None:
-        info = self.sysfs.lookup("block", usb_node.major, usb_node.minor)
+    def _sys_node(
+        self, devname: str, sys_node: SysNode | None, patterns: Sequence[str],
+        refused: dict[str, str],
+    ) -> Node | None:  # fmt: skip
+        """``/dev/<devname>``, expected to be what sysfs says (when it says anything)."""
+        node = self.inspect(self.roots.devname(devname), f"/dev/{devname}", patterns, refused)
+        if node is None or sys_node is None:
+            return node
+        return dataclasses.replace(node, expect=(sys_node.kind, sys_node.major, sys_node.minor))
+
+    # -- PCI -------------------------------------------------------------------------------
+
+    def _pci_found(
+        self,
+        kind: Kind,
+        ident: PciIdentity,
+        expect_driver: str | None,
+        names: PciNames,
+        refused: dict[str, str],
+    ) -> Found | None:
+        function = read_function(self.roots, ident)
+        wanted = [n for n in function.nodes if matches_nodes(kind.nodes, n.devname)]
+        nodes = self._sys_nodes(wanted, kind.patterns, refused)
+        if nodes is None:
+            return None
+        for devname, sys_node in function.vfio_nodes:
+            node = self._sys_node(devname, sys_node, kind.patterns, refused)
+            if node is None:
+                return None
+            nodes.append(node)
+        attributes = _pci_attributes(function, names)
+        # The whole disk comes before its partitions in sysfs order.
+        sizes = (self._block_size(n) for n in wanted if n.kind == "block")
+        size = next((s for s in sizes if s is not None), None)
+        if size is not None:
+            attributes["size"] = size_attribute(size)
+        return Found(
+            kind.label,
+            ident.address,
+            "pci",
+            tuple(nodes),
+            attributes,
+            ident.address,
+            size,
+            pci=function,
+            expect_driver=expect_driver,
+            unfiltered=_left_out(function.nodes, wanted),
+        )
+
+    def _pci_matches(
+        self, kind: Kind, functions: Sequence[PciIdentity], notes: set[str]
+    ) -> list[tuple[PciIdentity, str | None]]:
+        """The functions a block's pci matchers take, each with the driver it expects."""
+        taken = []
+        for ident in functions:
+            ids = _pci_key(ident)
+            other_driver = None
+            for matcher in kind.pci:
+                if not matcher.identity_matches(ident.address, ids, ident.class_code):
+                    continue
+                if matcher.driver_matches(ident.driver):
+                    taken.append((ident, matcher.driver))
+                    break
+                other_driver = matcher.driver
+            else:
+                if other_driver is not None:
+                    notes.add(
+                        f'PCI function {ident.address} would be device "{kind.label}"\'s, but it'
+                        f" is bound to {ident.driver}, not {other_driver}; it is left out"
+                    )
+        return taken
+
+    def _companions(
+        self, kind: Kind, empty: set[tuple[str, str]], refused: dict[str, str]
+    ) -> tuple[Node, ...] | None:
+        """The block's companion nodes; None when one of them may not be offered."""
+        nodes: list[Node] = []
+        for pattern in kind.companions:
+            matches = self._glob(pattern) if id_base(pattern) else [self.roots.real(pattern)]
+            if not matches:
+                empty.add((kind.label, pattern))
+            for real in matches:
+                node = self.inspect(real, self.roots.canonical(real), kind.patterns, refused)
+                if node is None:
+                    return None
+                if node.is_device:
+                    info = self.sysfs.lookup(node.kind, node.major, node.minor, node.stamp)
+                    node = self._known(node, info is not None)
+                nodes.append(node)
+        return tuple(nodes)
+
+    def _block_size(self, node: SysNode) -> int | None:
+        info = self.sysfs.lookup("block", node.major, node.minor)
         return None if info is None else self.sysfs.block_size(info)
 
     # -- everything ------------------------------------------------------------------------
@@ -353,8 +514,14 @@ class Scanner:
         usb = usb_devices(self.roots) if wants_usb else []
         usb_unmatched: set[str] = set()
         usb_ids = _usb_ids(usb, notes)
+        functions = pci_functions(self.roots) if any(k.pci for k in kinds) else []
+        pci_taken = {k.label: self._pci_matches(k, functions, notes) for k in kinds if k.pci}
+        names = self.pci_ids.names(_pci_key(i) for taken in pci_taken.values() for i, _ in taken)
+        if self.pci_ids.note:
+            notes.add(self.pci_ids.note)
+        pci_unmatched = {label for label, taken in pci_taken.items() if not taken}
         claimed_nodes: dict[str, str] = {}
-        claimed_usb: dict[str, str] = {}
+        claimed_devices: dict[str, str] = {}
         ids: dict[str, str] = {}
         result: dict[str, list[Found]] = {}
         for kind in sorted(kinds, key=lambda k: k.label):
@@ -369,10 +536,20 @@ class Scanner:
                         candidates.append(found)
             if kind.usb and not matched:
                 usb_unmatched.add(kind.label)
+            for ident, driver in pci_taken.get(kind.label, ()):
+                names_of = names.get(_pci_key(ident), PciNames())
+                found = self._pci_found(kind, ident, driver, names_of, mine)
+                if found is not None:
+                    candidates.append(found)
+            companions = self._companions(kind, empty, mine) if kind.companions else ()
+            if companions is None:
+                candidates = []  # a companion it may not have: the block offers nothing
+            elif companions:
+                candidates = [dataclasses.replace(f, companions=companions) for f in candidates]
             refused.update({(kind.label, path): why for path, why in mine.items()})
             kept = []
             for found in _unique_ids(candidates):
-                owner = _claim(found, kind.label, claimed_nodes, claimed_usb)
+                owner = _claim(found, kind.label, claimed_nodes, claimed_devices)
                 if owner is not None:
                     notes.add(
                         f'device {found.id!r} matches both device "{owner}" and device'
@@ -387,10 +564,10 @@ class Scanner:
                     )
                     continue
                 kept.append(found)
-            kept.sort(key=lambda f: natural_key(f.id))
+            kept.sort(key=order_key)
             result[kind.label] = kept
         bus = usb_bus_present(self.roots) if wants_usb else True
-        return ScanResult(result, empty, notes, refused, usb_unmatched, bus)
+        return ScanResult(result, empty, notes, refused, usb_unmatched, bus, pci_unmatched)
 
 
 def _usb_key(device: UsbDevice) -> tuple[int, int, str, str, str]:
@@ -450,16 +627,62 @@ def _unique_ids(candidates: list[Found]) -> list[Found]:
     return out
 
 
-def _claim(found: Found, label: str, nodes: dict[str, str], usb: dict[str, str]) -> str | None:
-    """The block that already owns this device, or None after claiming it for ``label``."""
+def _claim(found: Found, label: str, nodes: dict[str, str], devices: dict[str, str]) -> str | None:
+    """The block that already owns this device, or None after claiming it for ``label``.
+
+    A device is known by its own nodes and its USB port or PCI address; the
+    block's companions are shared by design and claim nothing.
+    """
     keys = [n.resolved for n in found.nodes if n.kind != "missing"]
     owner = next((nodes[k] for k in keys if k in nodes), None)
-    if owner is None and found.usb_port is not None and found.source == "usb":
-        owner = usb.get(found.usb_port)
+    device = found.device_key
+    if owner is None and device is not None:
+        owner = devices.get(device)
     if owner is not None and owner != label:
         return owner
     for key in keys:
         nodes[key] = label
-    if found.source == "usb" and found.usb_port is not None:
-        usb[found.usb_port] = label
+    if device is not None:
+        devices[device] = label
     return None
+
+
+def _pci_key(ident: PciIdentity) -> PciKey:
+    return (ident.vendor_id, ident.device_id, ident.subsystem_vendor_id, ident.subsystem_device_id)
+
+
+def _left_out(every: Sequence[SysNode], kept: Sequence[SysNode]) -> tuple[str, ...]:
+    return tuple(n.devname for n in every if n not in kept)
+
+
+_MIB: Final = 1 << 20
+
+
+def _pci_attributes(function: PciFunction, names: PciNames) -> dict[str, Attribute]:
+    """Identity, locality, link and memory, in the names and units of Nomad's GPU
+    attributes where they overlap (``memory`` in MiB, ``pci_bandwidth`` in MB/s)."""
+    ident = function.ident
+    attributes = {
+        "pci_vendor_id": Attribute(ident.vendor_id),
+        "pci_device_id": Attribute(ident.device_id),
+        "pci_class": Attribute(class_text(ident.class_code)),
+    }
+    optional: tuple[tuple[str, object, str], ...] = (
+        ("pci_subsystem_vendor_id", ident.subsystem_vendor_id, ""),
+        ("pci_subsystem_device_id", ident.subsystem_device_id, ""),
+        ("pci_driver", ident.driver, ""),
+        ("numa_node", function.numa_node, ""),
+        ("pci_link_speed", function.link.speed, ""),
+        ("pci_link_width", function.link.width, ""),
+        ("pci_link_speed_max", function.link.max_speed, ""),
+        ("pci_link_width_max", function.link.max_width, ""),
+        ("pci_bandwidth", pci_bandwidth(function.link.max_speed, function.link.max_width), "MB/s"),
+        ("memory", None if function.memory_bytes is None else function.memory_bytes // _MIB, "MiB"),
+        ("pci_vendor_name", names.vendor, ""),
+        ("pci_device_name", names.device, ""),
+        ("pci_subsystem_name", names.subsystem, ""),
+    )
+    for name, value, unit in optional:
+        if isinstance(value, (int, float, str)) and value != "":
+            attributes[name] = Attribute(value, unit)
+    return attributes

@@ -4,10 +4,12 @@ Both only say *that* something may have changed; the rescan finds out what.
 
 - **Kernel uevents** for the subsystems whose devices a block can match
   (:data:`SUBSYSTEMS`) arrive when the kernel adds, removes, binds or changes
-  a device: the earliest sign of a USB device being plugged in.
+  a device: the earliest sign of a USB device being plugged in, of a PCI
+  function appearing or being bound to another driver, and of AER recovery.
 - **inotify** on each pattern's fixed directory (``/dev``,
   ``/dev/serial/by-id`` ...) and, for USB blocks, on ``/dev`` and
-  ``/dev/bus/usb``: nodes and links appear there after the uevent, once udev
+  ``/dev/bus/usb`` (for PCI blocks ``/dev``, ``/dev/dri``, ``/dev/accel``,
+  ``/dev/vfio``): nodes and links appear there after the uevent, once udev
   (or devtmpfs) has made them; a directory that does not exist yet is watched
   for from its parent by the source itself. Where a pattern's wildcards span
   directories, the watch descends only into directories that may lead to a
@@ -39,6 +41,8 @@ from nomad_device.sources import LISTING, Inotify, inotify, uevents
 __all__ = ["SUBSYSTEMS", "EventWatch", "Tree", "descend", "watch_dirs"]
 
 _USB_DIR: Final = "/dev/bus/usb"
+#: Where the nodes of PCI functions appear: a driver's own, DRM's, accel's, VFIO's.
+_PCI_DIRS: Final = ("/dev", "/dev/dri", "/dev/accel", "/dev/vfio")
 
 #: Kernel subsystems whose uevents may change what a block matches.
 SUBSYSTEMS: Final = (
@@ -54,6 +58,11 @@ SUBSYSTEMS: Final = (
     "sound",
     "net",
     "apex",
+    "pci",  # a function added, removed, bound or unbound, AER recovery
+    "drm",  # render and card nodes
+    "accel",
+    "vfio",  # VFIO group nodes
+    "vfio-dev",  # VFIO's per-device (iommufd) nodes
 )
 
 
@@ -72,14 +81,16 @@ def watch_dirs(kinds: Sequence[Kind], roots: Roots) -> tuple[list[str], list[Tre
 
     A pattern whose wildcards span several components (``/dev/bus/usb/*/*``)
     needs its fixed directory watched recursively; any other, only that
-    directory. USB blocks watch ``/dev`` and ``/dev/bus/usb/*/*``.
+    directory. Companions count as patterns. USB blocks watch ``/dev`` and
+    ``/dev/bus/usb/*/*``; PCI blocks ``/dev``, ``/dev/dri``, ``/dev/accel`` and
+    ``/dev/vfio``.
     """
     flat: dict[str, None] = {}
     trees: list[Tree] = []
     for kind in kinds:
         dirs: dict[str, None] = {}
         patterns: list[str] = []
-        for pattern in kind.paths:
+        for pattern in kind.patterns:
             base = id_base(pattern)
             if base is None:
                 directory = pattern.rsplit("/", 1)[0] or "/"
@@ -95,6 +106,9 @@ def watch_dirs(kinds: Sequence[Kind], roots: Roots) -> tuple[list[str], list[Tre
             flat.setdefault(roots.dev, None)
             dirs.setdefault(roots.real(_USB_DIR), None)
             patterns.append(_USB_DIR + "/*/*")
+        if kind.pci:
+            for directory in _PCI_DIRS:
+                flat.setdefault(roots.real(directory), None)
         if dirs:
             trees.append(Tree(kind.label, tuple(dirs), tuple(patterns), kind.max_watches))
     return list(flat), trees

@@ -11,6 +11,12 @@ Node checks are cheap and run on every scan. For each node a device brings:
   are never opened: opening ``/dev/watchdog`` arms it, opening a serial port
   toggles DTR and resets many boards.
 
+A PCI function is checked as a whole first (:func:`pci_problem`): the
+driver its block names is bound, it is enabled, a VFIO group can be owned
+(every other member bound to a VFIO driver, ``pci-stub`` or nothing, bridges
+aside), its AER error counters have not risen lately (:class:`AerMarks`), and,
+if the block asks, its link runs at full speed and width.
+
 A probe, the operator's own check, is :mod:`.probes`' business; its last
 verdict is one more input to a device's health.
 """
@@ -18,12 +24,15 @@ verdict is one more input to a device's health.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Final
 
-from nomad_device.plugins.generic.discovery import Node
+from nomad_device.plugins.generic.discovery import Found, Node
+from nomad_device.plugins.generic.pci import PciFunction, is_vfio_driver
 
-__all__ = ["describe_kind", "node_problem"]
+__all__ = ["AerMarks", "describe_kind", "node_problem", "pci_problem", "unmatched_nodes"]
 
 _KIND_WORDS: Final = {
     "char": "character device",
@@ -81,3 +90,129 @@ def _accessible(path: str, mode: int) -> bool:
     if os.access in os.supports_effective_ids:
         return os.access(path, mode, effective_ids=True)
     return os.access(path, mode)
+
+
+# --------------------------------------------------------------------------- PCI
+
+
+def pci_problem(found: Found, full_link: bool, aer: str | None) -> str | None:
+    """Why a PCI function is unhealthy as a whole, before its nodes are looked at."""
+    function = found.pci
+    if function is None:
+        return None
+    driver = function.ident.driver
+    if found.expect_driver is not None and driver is None:
+        return f"no driver is bound to {function.address} (expected {found.expect_driver})"
+    vfio = is_vfio_driver(driver)
+    # VFIO enables a function when a user opens it (an idle one reads enable = 0), and
+    # pci-stub only holds a function for later: neither enables it at probe time.
+    if driver is not None and not vfio and driver != "pci-stub" and function.enabled is False:
+        return f"{function.address} is bound to {driver} but not enabled (enable = 0)"
+    if vfio and function.iommu_group is None:
+        return f"{function.address} is bound to {driver} but is in no IOMMU group"
+    if function.vfio_blockers:
+        return (
+            f"IOMMU group {function.iommu_group} cannot be given to VFIO: "
+            + ", ".join(function.vfio_blockers)
+            + " must be bound to vfio-pci (or unbound) as well"
+        )
+    if aer is not None:
+        return aer
+    if full_link and function.link.degraded:
+        return (
+            f"the PCIe link runs at {function.link.describe()}, below its maximum"
+            f" {function.link.describe(current=False)}"
+        )
+    if not found.nodes:
+        bound = f"bound to {driver}" if driver else "no driver bound"
+        return unmatched_nodes(found) or (
+            f"{function.address} has no device node of its own ({bound})"
+        )
+    return None
+
+
+def unmatched_nodes(found: Found) -> str | None:
+    """Why a USB or PCI device brings none of its nodes: the block's ``nodes`` names
+    none of them; None when it has none at all."""
+    if not found.unfiltered:
+        return None
+    shown = ", ".join(f"/dev/{n}" for n in found.unfiltered)
+    return f"none of its device nodes ({shown}) is one the block's nodes names"
+
+
+@dataclass(frozen=True)
+class _Counts:
+    fatal: int | None
+    nonfatal: int | None
+
+
+@dataclass(frozen=True)
+class _AerMark:
+    reason: str
+    until: float  # time.monotonic()
+
+
+class AerMarks:
+    """Rises of each function's AER counters, and how long they keep it unhealthy.
+
+    The first counts seen for a function (at plugin start, or when it appears)
+    are its baseline: errors from before are history, not news. A rise of the
+    fatal or non-fatal total marks it unhealthy until ``quiet`` seconds pass
+    without another; a count that falls (the function was removed and came
+    back) is a new baseline, and one that cannot be read keeps the last.
+    Correctable errors are not counted: the link recovered from them by itself.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, _Counts] = {}
+        self._marks: dict[str, _AerMark] = {}
+
+    def judge(self, function: PciFunction, quiet: float, now: float, stamp: str) -> str | None:
+        """The reason a rise makes ``function`` unhealthy now, or None."""
+        key = function.address
+        with self._lock:
+            before = self._counts.get(key)
+            counts = _Counts(function.aer_fatal, function.aer_nonfatal)
+            if before is not None:  # a count that cannot be read now is no count of zero
+                counts = _Counts(
+                    before.fatal if counts.fatal is None else counts.fatal,
+                    before.nonfatal if counts.nonfatal is None else counts.nonfatal,
+                )
+            self._counts[key] = counts
+            rises = [] if before is None else _rises(before, counts)
+            if rises:
+                reason = f"PCIe AER reported {' and '.join(rises)} at {stamp}"
+                self._marks[key] = _AerMark(reason, now + quiet)
+            mark = self._marks.get(key)
+            if mark is None:
+                return None
+            if now >= mark.until and not rises:
+                del self._marks[key]
+                return None
+            return mark.reason
+
+    def deadline(self) -> float | None:
+        """When the earliest mark ends (a rescan then shows the function healthy)."""
+        with self._lock:
+            return min((m.until for m in self._marks.values()), default=None)
+
+    def keep(self, addresses: Iterable[str]) -> None:
+        """Forget functions no longer present: one that comes back starts afresh."""
+        wanted = set(addresses)
+        with self._lock:
+            for table in (self._counts, self._marks):
+                for key in [k for k in table if k not in wanted]:
+                    del table[key]
+
+
+def _rises(before: _Counts, now: _Counts) -> list[str]:
+    out = []
+    for what, old, new in (
+        ("fatal", before.fatal, now.fatal),
+        ("non-fatal", before.nonfatal, now.nonfatal),
+    ):
+        if old is not None and new is not None and new > old:
+            count = new - old
+            out.append(f"{count} {what} error{'s' if count > 1 else ''}")
+    return out

@@ -1,8 +1,8 @@
-"""nomad-device-generic: schedule ``/dev`` nodes and USB devices without writing code.
+"""nomad-device-generic: schedule ``/dev`` nodes, USB devices and PCI cards without code.
 
 This is the reference for plugins that hand real Linux devices to tasks. The
 operator describes each kind of device in a ``device "<label>" { ... }``
-block (globs, USB matchers, sharing, permissions, a probe); the plugin:
+block (globs, USB and PCI matchers, sharing, permissions, a probe); the plugin:
 
 1. **detects** (``detect``): a pure rescan of ``/dev`` and ``/sys``
    (:mod:`.discovery`), judged by node checks and probe results
@@ -49,9 +49,14 @@ from nomad_device.plugins.generic.config import (
     format_config_path,
     settings_from,
 )
-from nomad_device.plugins.generic.discovery import Found, Scanner, ScanResult, natural_key
+from nomad_device.plugins.generic.discovery import Found, Scanner, ScanResult, order_key
 from nomad_device.plugins.generic.events import EventWatch
-from nomad_device.plugins.generic.health import node_problem
+from nomad_device.plugins.generic.health import (
+    AerMarks,
+    node_problem,
+    pci_problem,
+    unmatched_nodes,
+)
 from nomad_device.plugins.generic.inventory import Entry, Snapshot
 from nomad_device.plugins.generic.probes import (
     MAX_CONCURRENT_PROBES,
@@ -76,7 +81,7 @@ Key = tuple[str, str]
 
 
 class GenericDevicePlugin(DevicePlugin[GenericConfig]):
-    """``/dev`` globs and USB devices as Nomad devices, one group per config block."""
+    """``/dev`` globs, USB devices and PCI functions as Nomad devices, a group per block."""
 
     name = PLUGIN_NAME
     version = PLUGIN_VERSION
@@ -106,6 +111,8 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self._notes: set[str] = set()
         self._refused: dict[tuple[str, str], str] = {}
         self._usb_warned: set[str] = set()  # blocks told "no USB device matches"
+        self._pci_warned: set[str] = set()  # blocks told "no PCI function matches"
+        self._aer = AerMarks()
         self._prober = Prober(self, self.rescan, self.log)
         self._rescan_at = math.inf
         self._events = EventWatch(self.roots, self.rescan)
@@ -127,6 +134,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
             self._settings = settings
             self.fingerprint_period = settings.period
             self._usb_warned.clear()
+            self._pci_warned.clear()
         self._events.reconfigured()  # new patterns, new inotify watches
         if not settings.kinds:
             self.log.warning(
@@ -162,6 +170,9 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
                 self._snapshot = snapshot
             self._log_changes(previous, snapshot, scan)
             deadlines = [e.missing_deadline for e in entries if e.missing_deadline is not None]
+            aer = self._aer.deadline()
+            if aer is not None:
+                deadlines.append(aer)
             self._arm_timer(min(deadlines, default=math.inf))
         return list(snapshot.groups)
 
@@ -172,22 +183,30 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         before = {e.key: e for e in previous.entries}
         entries: list[Entry] = []
         targets: dict[Key, ProbeTarget] = {}
+        functions = [f.pci for fs in scan.found.values() for f in fs if f.pci is not None]
+        self._aer.keep(f.address for f in functions)
         for kind in settings.kinds:
             mine: list[Entry] = []
             seen: set[Key] = set()
             for found in scan.found.get(kind.label, []):
                 seen.add((kind.label, found.id))
-                mine.append(self._judge(kind, found, targets))
+                aer = None
+                if found.pci is not None:
+                    quiet, stamp = settings.recovery_quiet, rfc3339(wall)
+                    aer = self._aer.judge(found.pci, quiet, now, stamp)
+                mine.append(self._judge(kind, found, targets, aer))
             for key, old in before.items():
                 if key[0] == kind.label and key not in seen:
                     kept = self._vanished(kind, old, settings, now, wall)
                     if kept is not None:
                         mine.append(kept)
-            mine.sort(key=lambda e: natural_key(e.found.id))
+            mine.sort(key=lambda e: order_key(e.found))
             entries.extend(mine)
         return entries, targets
 
-    def _judge(self, kind: Kind, found: Found, targets: dict[Key, ProbeTarget]) -> Entry:
+    def _judge(
+        self, kind: Kind, found: Found, targets: dict[Key, ProbeTarget], aer: str | None = None
+    ) -> Entry:
         key = (kind.label, found.id)
         first_kind = None
         if found.source == "path":
@@ -201,8 +220,12 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         if not found.usb_authorized:
             problem = "the USB device is not authorized (authorized = 0; usbguard?)"
         elif found.source == "usb" and not found.nodes:
-            problem = "the kernel made no device node for it (is a driver bound?)"
-        for node in found.nodes:
+            problem = unmatched_nodes(found) or (
+                "the kernel made no device node for it (is a driver bound?)"
+            )
+        elif found.source == "pci":
+            problem = pci_problem(found, kind.require_full_link, aer)
+        for node in found.all_nodes:
             if problem is not None:
                 break
             wanted = kind.permissions if node.is_device else "rw" if kind.writable_mounts else "r"
@@ -276,6 +299,12 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
                     extra={"device": label},
                 )
         self._usb_warned |= scan.usb_unmatched
+        for label in sorted(scan.pci_unmatched - self._pci_warned):
+            self.log.warning(
+                "no PCI function matches (yet); its devices appear when one does",
+                extra={"device": label},
+            )
+        self._pci_warned |= scan.pci_unmatched
         before = {e.key: e for e in previous.entries}
         after = {e.key: e for e in current.entries}
         lines: list[tuple[str, str, Entry, str]] = []
@@ -301,7 +330,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
             fields = {
                 "device": entry.kind.label,
                 "id": entry.found.id,
-                "nodes": ",".join(n.task_path for n in entry.found.nodes),
+                "nodes": ",".join(n.task_path for n in entry.found.all_nodes),
             }
             if reason:
                 fields["reason"] = reason
@@ -340,9 +369,9 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         changed = [
             why
             for entry in entries
-            for node in entry.found.nodes
+            for node in entry.found.all_nodes
             if node.kind != "missing"
-            and (why := self._scanner.recheck(node, entry.kind.paths)) is not None
+            and (why := self._scanner.recheck(node, entry.kind.patterns)) is not None
         ]
         if changed:
             self.rescan()  # tell Nomad what is there now

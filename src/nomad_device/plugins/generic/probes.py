@@ -196,13 +196,16 @@ class ProbeResult:
 
 def probe_env(found: Found) -> dict[str, str]:
     """What a probe is told about its device (documented in docs/plugins/generic.md)."""
-    nodes = [n.resolved for n in found.nodes]
-    return {
+    nodes = [n.resolved for n in found.all_nodes]
+    env = {
         "GENERIC_DEVICE_ID": found.id,
         "GENERIC_DEVICE_KIND": found.label,
         "GENERIC_DEVICE_PATH": nodes[0] if nodes else "",
         "GENERIC_DEVICE_PATHS": ",".join(nodes),
     }
+    if found.pci_bus_id is not None:
+        env["GENERIC_DEVICE_PCI_ADDRESS"] = found.pci_bus_id
+    return env
 
 
 def environment(target: ProbeTarget, inherited: Mapping[str, str] | None = None) -> dict[str, str]:

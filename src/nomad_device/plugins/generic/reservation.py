@@ -23,7 +23,8 @@ as ``_``; several blocks reserved for one task do not overwrite each other):
 - ``GENERIC_<L>_PATHS``: each device's primary node as the task sees it, in
   the same order;
 
-then the block's own ``env``.
+then the block's own ``env``. A device's companions (``/dev/kfd``) come after
+its own nodes and are granted once however many devices share them.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def reserve(snapshot: Snapshot, device_ids: Sequence[str]) -> tuple[Reservation,
             )
         primaries = []
         for entry in members:
-            for index, node in enumerate(entry.found.nodes):
+            for index, node in enumerate(entry.found.all_nodes):
                 task_path = task_path_of(kind, node, index == 0)
                 if index == 0:
                     primaries.append(task_path)

@@ -10,6 +10,8 @@ device's state in words (``healthy``, or why not); the details:
 | ``reservations`` | Reserve calls that named it since the plugin started |
 | ``size`` | block devices: bytes |
 | ``usb_speed``, ``usb_port`` | USB devices: Mbit/s, and the port path |
+| ``pci_link_speed``, ``pci_link_width`` | PCIe functions: the link now (GT/s, lanes) |
+| ``aer_fatal``, ``aer_nonfatal`` | PCIe functions with AER: the kernel's error totals |
 | ``probe_result`` | with a probe: ``ok``, or its reason |
 | ``probe_duration``, ``probe_age`` | how long the last probe ran (ms), and how long ago (s) |
 """
@@ -33,7 +35,7 @@ def _device_stats(entry: Entry, reservations: int, now: float) -> tuple[StatValu
         "healthy": StatValue(bool_value=entry.healthy, desc="usable by new allocations"),
         "present": StatValue(bool_value=entry.present, desc="plugged in"),
         "nodes": StatValue(
-            string_value=",".join(n.task_path for n in found.nodes), desc="device nodes"
+            string_value=",".join(n.task_path for n in found.all_nodes), desc="device nodes"
         ),
         "reservations": StatValue(
             int_numerator=reservations, desc="Reserve calls naming it since the plugin started"
@@ -47,6 +49,24 @@ def _device_stats(entry: Entry, reservations: int, now: float) -> tuple[StatValu
         )
     if found.usb_port is not None:
         values["usb_port"] = StatValue(string_value=found.usb_port, desc="USB port path")
+    pci = found.pci
+    if pci is not None:
+        if pci.link.speed is not None:
+            values["pci_link_speed"] = StatValue(
+                float_numerator=pci.link.speed, unit="GT/s", desc="PCIe link speed now"
+            )
+        if pci.link.width is not None:
+            values["pci_link_width"] = StatValue(
+                int_numerator=pci.link.width, unit="lanes", desc="PCIe link width now"
+            )
+        for name, count, what in (
+            ("aer_fatal", pci.aer_fatal, "fatal"),
+            ("aer_nonfatal", pci.aer_nonfatal, "non-fatal"),
+        ):
+            if count is not None:
+                values[name] = StatValue(
+                    int_numerator=count, desc=f"uncorrectable {what} AER errors (kernel total)"
+                )
     probe = entry.probe
     if probe is not None:
         values["probe_result"] = StatValue(

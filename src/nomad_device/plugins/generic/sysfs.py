@@ -1,6 +1,7 @@
 """What the kernel says about device nodes and USB devices, read from sysfs.
 
-Two questions are asked of sysfs:
+(PCI functions are :mod:`.pci`'s; the node helpers here serve both.) Two
+questions are asked of sysfs:
 
 - for a node ``char 188:0``, which device is it: ``/sys/dev/char/188:0``
   links to its directory, whose ancestors give the subsystem, the PCI function
@@ -21,23 +22,33 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 from nomad_device.plugins.generic.roots import Roots
 
 __all__ = [
+    "PCI_ADDRESS",
     "NodeInfo",
+    "SysNode",
     "SysfsCache",
     "UsbDevice",
-    "UsbNode",
+    "bus_devices",
+    "descendant_nodes",
+    "dev_relative",
+    "node_at",
     "read_attr",
+    "read_int",
+    "subsystem_of",
+    "uevent_of",
     "usb_bus_present",
     "usb_devices",
     "usb_nodes",
 ]
 
-_PCI_ADDRESS: Final = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+#: A PCI function's sysfs name: domain, bus, device and function (``0000:3b:00.0``).
+PCI_ADDRESS: Final = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 _DEV_NUMBERS: Final = re.compile(r"(\d+):(\d+)")
 #: Interfaces nest a few levels deep (interface, host, target, lun, block, partition).
 _MAX_DEPTH: Final = 10
@@ -54,7 +65,7 @@ def read_attr(path: str) -> str | None:
     return raw.decode("utf-8", "replace").rstrip("\n")
 
 
-def _read_int(path: str, base: int = 10) -> int | None:
+def read_int(path: str, base: int = 10) -> int | None:
     text = read_attr(path)
     if text is None:
         return None
@@ -74,7 +85,8 @@ def _read_float(path: str) -> float | None:
         return None
 
 
-def _uevent(path: str) -> dict[str, str]:
+def uevent_of(path: str) -> dict[str, str]:
+    """A sysfs device's ``uevent`` file as a dict (``DEVNAME``, ``DRIVER`` ...)."""
     text = read_attr(os.path.join(path, "uevent")) or ""
     out: dict[str, str] = {}
     for line in text.splitlines():
@@ -84,7 +96,8 @@ def _uevent(path: str) -> dict[str, str]:
     return out
 
 
-def _subsystem(path: str) -> str:
+def subsystem_of(path: str) -> str:
+    """The name of the subsystem a sysfs device belongs to (``block``, ``pci``); "" if none."""
     try:
         return os.path.basename(os.readlink(os.path.join(path, "subsystem")))
     except OSError:
@@ -109,8 +122,9 @@ class UsbDevice:
 
 
 @dataclass(frozen=True)
-class UsbNode:
-    """A node the kernel made for a USB device or one of its interfaces."""
+class SysNode:
+    """A node the kernel made for a device (a USB device or interface, a PCI function's
+    child), as its sysfs directory describes it: ``dev`` and ``uevent``'s ``DEVNAME``."""
 
     devname: str  # relative to /dev: "ttyUSB0", "bus/usb/001/004"
     kind: str  # "char" or "block"
@@ -130,8 +144,8 @@ class NodeInfo:
 
 
 def _usb_device(path: str, sysname: str) -> UsbDevice | None:
-    vendor = _read_int(os.path.join(path, "idVendor"), 16)
-    product = _read_int(os.path.join(path, "idProduct"), 16)
+    vendor = read_int(os.path.join(path, "idVendor"), 16)
+    product = read_int(os.path.join(path, "idProduct"), 16)
     if vendor is None or product is None:
         return None
     return UsbDevice(
@@ -142,8 +156,8 @@ def _usb_device(path: str, sysname: str) -> UsbDevice | None:
         serial=(read_attr(os.path.join(path, "serial")) or "").strip(),
         manufacturer=(read_attr(os.path.join(path, "manufacturer")) or "").strip(),
         product=(read_attr(os.path.join(path, "product")) or "").strip(),
-        busnum=_read_int(os.path.join(path, "busnum")) or 0,
-        devnum=_read_int(os.path.join(path, "devnum")) or 0,
+        busnum=read_int(os.path.join(path, "busnum")) or 0,
+        devnum=read_int(os.path.join(path, "devnum")) or 0,
         speed=_read_float(os.path.join(path, "speed")),
         authorized=read_attr(os.path.join(path, "authorized")) != "0",
     )
@@ -155,13 +169,18 @@ def usb_bus_present(roots: Roots) -> bool:
     return os.path.isdir(os.path.join(roots.sys, "bus", "usb"))
 
 
+def bus_devices(roots: Roots, bus: str) -> tuple[str, list[str]]:
+    """``/sys/bus/<bus>/devices`` and the names in it, sorted; none if it cannot be read."""
+    base = os.path.join(roots.sys, "bus", bus, "devices")
+    try:
+        return base, sorted(os.listdir(base))
+    except OSError:
+        return base, []
+
+
 def usb_devices(roots: Roots) -> list[UsbDevice]:
     """Every USB device plugged in, by port path; interfaces and unreadable ones skipped."""
-    base = os.path.join(roots.sys, "bus", "usb", "devices")
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
+    base, names = bus_devices(roots, "usb")
     found = []
     for name in names:
         if ":" in name:
@@ -173,41 +192,67 @@ def usb_devices(roots: Roots) -> list[UsbDevice]:
     return found
 
 
-def _node_at(path: str, default_name: str) -> UsbNode | None:
+def dev_relative(name: str) -> str | None:
+    """``name`` if it is a plain path below /dev (``dri/renderD128``), else None."""
+    parts = name.split("/")
+    if not name or name.startswith("/") or ".." in parts or "." in parts or "" in parts:
+        return None
+    return name
+
+
+def node_at(path: str, default_name: str) -> SysNode | None:
+    """The node of the sysfs device at ``path``, if it has one (a ``dev`` file) and a name
+    below /dev (``DEVNAME``, else ``default_name``)."""
     numbers = _DEV_NUMBERS.fullmatch((read_attr(os.path.join(path, "dev")) or "").strip())
     if numbers is None:
         return None
-    devname = _uevent(path).get("DEVNAME") or default_name
-    subsystem = _subsystem(path)
+    devname = dev_relative(uevent_of(path).get("DEVNAME") or default_name)
+    if devname is None:
+        return None
+    subsystem = subsystem_of(path)
     kind = "block" if subsystem == "block" else "char"
-    return UsbNode(devname, kind, int(numbers.group(1)), int(numbers.group(2)), subsystem)
+    return SysNode(devname, kind, int(numbers.group(1)), int(numbers.group(2)), subsystem)
 
 
-def usb_nodes(device: UsbDevice) -> list[UsbNode]:
+def usb_nodes(device: UsbDevice) -> list[SysNode]:
     """The device's own node first, then its interfaces' nodes in sysfs order.
 
     Child devices behind a hub are devices of their own and are not descended
     into; symlinks (``driver``, ``subsystem``, ``port``) are never followed.
     """
-    nodes: list[UsbNode] = []
+    nodes: list[SysNode] = []
     bus_name = f"bus/usb/{device.busnum:03d}/{device.devnum:03d}"
-    own = _node_at(device.syspath, bus_name)
+    own = node_at(device.syspath, bus_name)
     if own is not None:
         nodes.append(own)
     try:
         entries = sorted(os.scandir(device.syspath), key=lambda e: e.name)
     except OSError:
         return nodes
-    interface_nodes: list[UsbNode] = []
+    interface_nodes: list[SysNode] = []
     for entry in entries:
         if ":" in entry.name and entry.is_dir(follow_symlinks=False):
-            _walk(entry.path, 0, interface_nodes)
+            interface_nodes.extend(descendant_nodes(entry.path))
     nodes.extend(interface_nodes)
     return nodes
 
 
-def _walk(path: str, depth: int, out: list[UsbNode]) -> None:
-    node = _node_at(path, os.path.basename(path))
+def descendant_nodes(
+    path: str, stop: Callable[[str], bool] = lambda _name: False, depth: int = 0
+) -> list[SysNode]:
+    """Every node at ``path`` and below, in sysfs order (parents first, names sorted).
+
+    Symlinks are never followed, and a directory whose name ``stop`` accepts is
+    another device's (a PCI function behind a bridge) and is not entered. At most
+    :data:`_MAX_DEPTH` levels: interfaces, hosts, targets, disks and partitions.
+    """
+    out: list[SysNode] = []
+    _walk(path, depth, stop, out)
+    return out
+
+
+def _walk(path: str, depth: int, stop: Callable[[str], bool], out: list[SysNode]) -> None:
+    node = node_at(path, os.path.basename(path))
     if node is not None:
         out.append(node)
     if depth >= _MAX_DEPTH:
@@ -218,8 +263,8 @@ def _walk(path: str, depth: int, out: list[UsbNode]) -> None:
         return
     for entry in entries:
         try:
-            if entry.is_dir(follow_symlinks=False):
-                _walk(entry.path, depth + 1, out)
+            if entry.is_dir(follow_symlinks=False) and not stop(entry.name):
+                _walk(entry.path, depth + 1, stop, out)
         except OSError:
             continue
 
@@ -261,18 +306,15 @@ class SysfsCache:
         if cached is not None and cached[0] == (target, stamp):
             return cached[1]
         devdir = os.path.realpath(link)
-        info = NodeInfo(devdir, _subsystem(devdir), self.pci_bus_id(devdir), self._usb(devdir))
+        info = NodeInfo(devdir, subsystem_of(devdir), self.pci_bus_id(devdir), self._usb(devdir))
         self._cache[(kind, major, minor)] = ((target, stamp), info)
         return info
 
     def devname(self, kind: str, major: int, minor: int) -> str | None:
         """The kernel's name for a node (``ttyUSB0``, ``bus/usb/001/004``), relative to
         /dev: ``DEVNAME`` in ``/sys/dev/<kind>/<major>:<minor>/uevent``; None if unknown."""
-        name = _uevent(f"{self.roots.sys}/dev/{kind}/{major}:{minor}").get("DEVNAME", "")
-        parts = name.split("/")
-        if not name or name.startswith("/") or ".." in parts or "" in parts:
-            return None  # not a name under /dev
-        return name
+        name = uevent_of(f"{self.roots.sys}/dev/{kind}/{major}:{minor}").get("DEVNAME", "")
+        return dev_relative(name)
 
     def forget(self) -> None:
         self._cache.clear()
@@ -280,7 +322,7 @@ class SysfsCache:
     @staticmethod
     def block_size(info: NodeInfo) -> int | None:
         """Bytes; sysfs counts 512-byte sectors whatever the device's own block size."""
-        sectors = _read_int(os.path.join(info.devdir, "size"))
+        sectors = read_int(os.path.join(info.devdir, "size"))
         return None if sectors is None else sectors * _SECTOR
 
     def _ancestors(self, devdir: str) -> list[str]:
@@ -295,7 +337,7 @@ class SysfsCache:
         """The nearest PCI function above a sysfs device directory (``0000:00:02.0``)."""
         for path in self._ancestors(devdir):
             name = os.path.basename(path)
-            if _PCI_ADDRESS.fullmatch(name):
+            if PCI_ADDRESS.fullmatch(name):
                 return name
         return None
 

@@ -29,7 +29,8 @@ way of finding nodes (a PCI matcher, for one). Reserve checks again, so that
 what changed between the scan and the call is refused rather than granted.
 
 Under a test's dev or sys root (:mod:`.roots`), the root stands for ``/dev``
-or ``/sys`` and the directories above it are not judged.
+or ``/sys`` and the directories above it are not judged; the same goes for
+the directory of a ``pci.ids`` file named in the plugin's environment.
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ class PathCheck:
         self.roots = roots
         self.sysfs = sysfs
         anchors = [r for r, default in ((roots.dev, "/dev"), (roots.sys, "/sys")) if r != default]
+        if roots.pci_ids is not None:  # named by the operator's environment, as the roots are
+            anchors.append(os.path.dirname(roots.pci_ids) or "/")
         # Longest first: a path is walked from the deepest root it lies under.
         self._anchors = sorted(anchors, key=len, reverse=True)
         self._dirs: dict[str, os.stat_result | None] = {}
