@@ -69,4 +69,5 @@ fi
 # 3. The binaries.
 go build -o "$bin/gohost" ./cmd/gohost
 go build -o "$bin/goplugin" ./cmd/goplugin
-echo "built $bin/gohost and $bin/goplugin" >&2
+go build -o "$bin/agentcfg" ./cmd/agentcfg
+echo "built $bin/gohost, $bin/goplugin and $bin/agentcfg" >&2

@@ -22,8 +22,18 @@ Field mapping:
 - a nested dataclass -> ``Block`` (required unless the field has a default or is
   ``X | None``); ``list[DC]`` -> ``BlockList``; ``dict[str, DC]`` -> ``BlockMap``
   with one label, ``name``.
-- a default becomes ``Default(Attr(...), Literal(...))``; no default makes the
-  attribute required; ``X | None`` makes it optional (null when absent).
+- a default on a string, number or bool becomes ``Default(Attr(...), Literal(...))``,
+  so Nomad shows and applies it. A default on a list, set, map or ``Any`` field
+  is applied by the plugin instead (the attribute is optional, null when
+  absent): an HCL literal such as ``[]`` is a *tuple*, not a list, and inside
+  labelled or repeated blocks that difference makes a Nomad agent panic
+  (``inconsistent map element types``) when one block sets the field and
+  another does not. No default makes the attribute required; ``X | None``
+  makes it optional (null when absent).
+- ``Any`` (alone or inside a collection) is refused inside repeated blocks
+  (``list[DC]``, ``dict[str, DC]``) and as the element of an ``hcl_block`` map:
+  its values take the type of whatever was written, different per block, and
+  a Nomad agent panics on that too.
 - ``field(metadata={"hcl": "other_name"})`` renames the HCL key.
 - ``field(metadata={"hcl_block": True})`` on a ``dict[str, T]`` field makes it a
   ``BlockAttrs``, written ``env { KEY = "value" }``. Use it for maps an operator
@@ -399,10 +409,24 @@ def _build_field(
     return _Field(f.name, hcl_name, "attr", conv, None, optional, default)
 
 
+def _literal_default_ok(conv: _Conv) -> bool:
+    """Whether an HCL literal has exactly the attribute's type (strings, numbers, bools)."""
+    inner = conv.inner if isinstance(conv, _Optional) else conv
+    return isinstance(inner, _Str | _Bool | _Int | _Float | _Duration)
+
+
+def _has_any(conv: _Conv) -> bool:
+    """Whether the type is ``any`` or holds it (``list(any)``, ``map(any)`` ...)."""
+    if isinstance(conv, _Any):
+        return True
+    inner = getattr(conv, "inner", None)
+    return isinstance(inner, _Conv) and _has_any(inner)
+
+
 def _field_spec(fp: _Field) -> hclspec.Spec:
     if fp.kind == "attr":
         conv = cast(_Conv, fp.conv)
-        if fp.default is not None:
+        if fp.default is not None and _literal_default_ok(conv):
             value = fp.default()
             if value is not None:
                 primary = hclspec.Attr(fp.hcl_name, conv.type_expr(), False)
@@ -410,14 +434,37 @@ def _field_spec(fp: _Field) -> hclspec.Spec:
                 return hclspec.Default(primary, literal)
         return hclspec.Attr(fp.hcl_name, conv.type_expr(), fp.required)
     if fp.kind == "block_attrs":
-        element = cast(_MapOf, fp.conv).inner.type_expr()
+        inner = cast(_MapOf, fp.conv).inner
+        if _has_any(inner):
+            raise TypeError(
+                f"{fp.py_name}: metadata['hcl_block'] on a map of Any: the values would take "
+                "whatever type each was written with, and a Nomad agent panics building a map "
+                "of mixed types; use a concrete element type such as str"
+            )
+        element = inner.type_expr()
         return hclspec.BlockAttrs(fp.hcl_name, element, fp.required)
-    nested_spec = _plan(cast(type, fp.nested)).spec
+    nested_plan = _plan(cast(type, fp.nested))
+    nested_spec = nested_plan.spec
+    if fp.kind in ("block_list", "block_map"):
+        _refuse_any(nested_plan, fp.py_name)
     if fp.kind == "block":
         return hclspec.Block(fp.hcl_name, nested_spec, fp.required)
     if fp.kind == "block_list":
         return hclspec.BlockList(fp.hcl_name, nested_spec)
     return hclspec.BlockMap(fp.hcl_name, ("name",), nested_spec)
+
+
+def _refuse_any(plan: _Plan, where: str) -> None:
+    """Refuse ``Any`` anywhere inside a repeated block (see the module docstring)."""
+    for fp in plan.fields:
+        if fp.conv is not None and _has_any(fp.conv):
+            raise TypeError(
+                f"{plan.cls.__name__}.{fp.py_name}: Any inside repeated blocks ({where}): each "
+                "block's value would keep the type it was written with, and a Nomad agent "
+                "panics building one list or map of them; use a concrete type"
+            )
+        if fp.nested is not None:
+            _refuse_any(_plan(fp.nested), where)
 
 
 # ----------------------------------------------------------------- public API
@@ -485,6 +532,9 @@ def _decode_field(fp: _Field, raw: object, parent: cty.Path) -> object:
 def encode_config(config: object) -> bytes:
     """The msgpack Nomad would send to ``SetConfig`` for ``config`` (a config dataclass).
 
+    That is, for an agent file that writes every setting whose value differs from
+    its default: a list, set or map still at its default is left out, so it
+    travels as null (the plugin applies the default), as it does from Nomad.
     Useful for tests and host-side tools that play Nomad's part.
     """
     plan = _plan(type(config))
@@ -500,7 +550,12 @@ def _plain_object(plan: _Plan, obj: object) -> dict[str, object]:
         if value is None:
             out[fp.hcl_name] = {"block_list": [], "block_map": {}}.get(fp.kind)
         elif fp.kind in ("attr", "block_attrs"):
-            out[fp.hcl_name] = cast(_Conv, fp.conv).to_plain(value)
+            conv = cast(_Conv, fp.conv)
+            unset = fp.default is not None and not _literal_default_ok(conv)
+            if unset and value == fp.default():  # type: ignore[misc]
+                out[fp.hcl_name] = None
+            else:
+                out[fp.hcl_name] = conv.to_plain(value)
         else:
             nested = _plan(cast(type, fp.nested))
             if fp.kind == "block":

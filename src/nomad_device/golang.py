@@ -33,6 +33,7 @@ __all__ = [
     "perm_string",
     "quote",
     "time_string",
+    "valid_utf8",
 ]
 
 _INT64_MIN = -(1 << 63)
@@ -363,6 +364,17 @@ def _decode_runes(raw: bytes) -> list[tuple[int, int]]:
             out.append((-1, b0))
             i += 1
     return out
+
+
+def valid_utf8(s: str) -> str:
+    """``s`` with every byte that is not valid UTF-8 replaced by U+FFFD, one per byte.
+
+    That is what Go's JSON encoders (encoding/json, and the msgpack library's JSON
+    handle Nomad uses) write for such bytes.
+    """
+    if s.isascii():
+        return s
+    return "".join("\ufffd" if cp < 0 else chr(cp) for cp, _ in _decode_runes(_go_bytes(s)))
 
 
 def quote(s: str) -> str:

@@ -273,16 +273,15 @@ def test_hcl_syntax_error_fails_before_launching(tmp_path: Path) -> None:
     assert f"{agent}:2: invalid HCL" in result.stderr
 
 
-def test_without_python_hcl2_the_message_says_what_to_install(tmp_path: Path) -> None:
+def test_agent_files_are_read_without_python_hcl2(tmp_path: Path) -> None:
+    # The SDK reads agent files with its own HCL 1 reader, as the agent does.
     fake = tmp_path / "hidden" / "hcl2"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError(\"No module named 'hcl2'\")\n")
     agent = write(tmp_path / "agent.hcl", "config {\n}\n")
     env = cli_env(PYTHONPATH=str(fake.parent))
     result = run_cli("fingerprint", "--config", str(agent), SDK, env=env)
-    assert result.returncode == 1
-    assert "pip install 'nomad-device-sdk[cli]'" in result.stderr
-    assert run_cli("info", SDK, env=env).returncode == 0  # only --config needs it
+    assert result.returncode == 0, result.stderr
 
 
 # ------------------------------------------------------------------- usage

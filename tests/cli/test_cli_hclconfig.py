@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -117,29 +118,103 @@ def test_lines_are_kept_for_messages() -> None:
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ("a = b", r"agent\.hcl:3: only literal values"),
-        ('a = upper("x")', r"agent\.hcl:3: only literal values"),
-        ("a = 1 + 2", r"agent\.hcl:3: only literal values"),
-        ("a = 99999999999999999999", r"agent\.hcl:3: 99999999999999999999 does not fit"),
-        ('a = "\\q"', r"agent\.hcl:3: invalid escape sequence"),
+        ("a = b", r"agent\.hcl:3: invalid HCL.*At 3:9: Unknown token: 3:9 IDENT b"),
+        ('a = upper("x")', r"agent\.hcl:3: .*At 3:9: Unknown token: 3:9 IDENT upper"),
+        ("a = 1 + 2", r"agent\.hcl:3: .*got: ADD"),
+        (
+            "a = 99999999999999999999",
+            r"agent\.hcl: the agent refuses to start: failed to decode HCL file: "
+            r'strconv\.ParseInt: parsing "99999999999999999999": value out of range',
+        ),
+        ('a = "\\q"', r"agent\.hcl:3: .*At 3:11: illegal char escape"),
     ],
 )
-def test_unsupported_values_are_reported_with_file_and_line(body: str, message: str) -> None:
+def test_what_the_agent_refuses_is_reported_with_its_message(body: str, message: str) -> None:
     text = f'plugin "p" {{\n  config {{\n    {body}\n  }}\n}}\n'
     with pytest.raises(hclconfig.ConfigFileError, match=message):
         hclconfig.parse_agent_text(text, "agent.hcl")
 
 
-def test_syntax_errors_name_the_file_and_line() -> None:
-    with pytest.raises(hclconfig.ConfigFileError, match=r"agent\.hcl:3: invalid HCL"):
-        hclconfig.parse_agent_text('plugin "p" {\n  config {\n    a = = 1\n  }\n}\n', "agent.hcl")
+def test_hcl1_reads_what_hcl2_would_not() -> None:
+    # Quoted keys, hex and octal numbers, dotted names and "1." are all HCL 1.
+    text = 'config {\n  "my-key" = 0x10\n  oct = 017\n  a.b = 1.\n  t = true\n}\n'
+    block = hclconfig.parse_agent_text(text).select(["p"], None)
+    assert plain(block.config) == {"my-key": 16, "oct": 15, "a.b": Decimal("1.0"), "t": True}
 
 
-def test_plugin_block_keys_are_checked() -> None:
-    with pytest.raises(hclconfig.ConfigFileError, match=r"agent\.hcl:2: .*unexpected 'arg'"):
-        hclconfig.parse_agent_text('plugin "p" {\n  arg = ["x"]\n}\n', "agent.hcl")
-    with pytest.raises(hclconfig.ConfigFileError, match="args must be a list of strings"):
-        hclconfig.parse_agent_text('plugin "p" {\n  args = [1]\n}\n', "agent.hcl")
+def test_repeated_keys_merge_as_hcl1_merges_them() -> None:
+    # Lists and blocks add up; a later scalar replaces an earlier one, read as the
+    # earlier one's Go type ("5" stays a string; a word where a number was fails).
+    text = 'config {\n  l = [1]\n  l = [2]\n  s = "x"\n  s = 5\n  b { x = 1 }\n  b { x = 2 }\n}\n'
+    block = hclconfig.parse_agent_text(text).select(["p"], None)
+    assert plain(block.config) == {"l": [1, 2], "s": "5", "b": [{"x": 1}, {"x": 2}]}
+    with pytest.raises(hclconfig.ConfigFileError, match=r'ParseInt: parsing "x": invalid syntax'):
+        hclconfig.parse_agent_text('config {\n  n = 1\n  n = "x"\n}\n')
+
+
+def test_repeated_config_blocks_merge_key_by_key() -> None:
+    text = (
+        'plugin "p" {\n  config {\n    a = "1"\n    l = ["x"]\n  }\n'
+        '  config {\n    a = "2"\n    b = true\n    l = ["y"]\n  }\n}\n'
+    )
+    block = hclconfig.parse_agent_text(text).select(["p"], None)
+    assert plain(block.config) == {"a": "2", "l": ["x", "y"], "b": True}
+
+
+def test_a_second_plugin_block_with_the_same_label_replaces_the_first_whole() -> None:
+    text = (
+        'plugin "p" {\n  args = ["-v"]\n  config {\n    a = 1\n    b = 2\n  }\n}\n'
+        'plugin "p" {\n  config {\n    a = 3\n  }\n}\n'
+    )
+    agent = hclconfig.parse_agent_text(text, "agent.hcl")
+    block = agent.select(["p"], None)
+    assert (block.args, plain(block.config), block.line, block.shadowed) == (None, {"a": 3}, 8, [1])
+    assert agent.warnings == [
+        'agent.hcl:1: plugin "p" is given again at line 8; the agent uses only the last '
+        "block, whole"
+    ]
+
+
+def test_keys_a_plugin_block_does_not_know_are_ignored_by_the_agent_with_a_warning() -> None:
+    agent = hclconfig.parse_agent_text('plugin "p" {\n  arg = ["x"]\n}\n', "agent.hcl")
+    assert agent.select(["p"], None).args is None
+    assert agent.warnings == [
+        'agent.hcl:1: plugin "p": the agent ignores "arg" (did you mean "args"?)'
+    ]
+    # HCL 1 reads numbers in args as their text.
+    agent = hclconfig.parse_agent_text('plugin "p" {\n  args = [1, true]\n}\n', "agent.hcl")
+    assert agent.select(["p"], None).args == ["1", "true"]
+
+
+# ------------------------------------------------------------ JSON agent files
+
+NESTED_JSON = '{"plugin": {"p": {"config": {"device": {"kvm": {"paths": ["/dev/kvm"]}}}}}}'
+
+
+def test_a_json_agent_file_in_the_list_of_objects_form() -> None:
+    text = (
+        '{"plugin": [{"p": [{"args": ["-v"], "config": [{"device": [{"kvm": [{"share": 4}]}]}]}]}]}'
+    )
+    block = hclconfig.parse_agent_text(text, "agent.json").select(["p"], None)
+    assert block.args == ["-v"]
+    assert plain(block.config) == {"device": [{"kvm": [{"share": 4}]}]}
+
+
+def test_a_json_agent_file_with_a_flat_config_in_the_nested_object_form() -> None:
+    text = '{"plugin": {"p": {"config": {"dir": "/srv", "n": 1.5, "off": null}}}}'
+    block = hclconfig.parse_agent_text(text, "agent.json").select(["p"], None)
+    # JSON's null reads as an empty string in HCL 1.
+    assert plain(block.config) == {"dir": "/srv", "n": Decimal("1.5"), "off": ""}
+
+
+def test_nested_objects_in_a_json_agent_file_are_read_as_labels_and_refused() -> None:
+    with pytest.raises(hclconfig.ConfigFileError) as raised:
+        hclconfig.parse_agent_text(NESTED_JSON, "agent.json")
+    assert raised.value.agent == "unexpected keys device, kvm"
+    assert str(raised.value).startswith(
+        "agent.json: the agent refuses to start: unexpected keys device, kvm\n  hint: "
+    )
+    assert '"device": [{"kvm": [{"paths": ["/dev/kvm"]}]}]' in str(raised.value)
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -161,7 +236,8 @@ def test_json_config_from_a_file(tmp_path: Path) -> None:
     assert plain(hclconfig.load_json_config(f"@{path}")) == {"dir": "/x"}
 
 
-def test_missing_python_hcl2_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agent_files_need_no_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    # HCL 1 is the SDK's own reader; python-hcl2 (the cli extra) is for job files only.
     real_import = builtins.__import__
 
     def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
@@ -170,8 +246,9 @@ def test_missing_python_hcl2_says_how_to_install_it(monkeypatch: pytest.MonkeyPa
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
-    with pytest.raises(hclconfig.MissingExtraError, match=r"pip install 'nomad-device-sdk\[cli\]'"):
-        hclconfig.parse_agent_text("config {}\n")
+    assert plain(hclconfig.parse_agent_text("config {\n a = 1\n}\n").select([], None).config) == {
+        "a": 1
+    }
 
 
 # ------------------------------------------------------- which block is the plugin's

@@ -79,8 +79,13 @@ def test_json_null_takes_the_default() -> None:
 
 
 def test_hcl_null_is_refused_as_the_agent_refuses_it() -> None:
-    with pytest.raises(hclconfig.ConfigFileError, match=r"agent\.hcl:3: null is not a value"):
+    # HCL 1 has no null: the agent's parser stops at the word, and so do we.
+    with pytest.raises(hclconfig.ConfigFileError) as raised:
         decode_hcl(EXAMPLE, "    dir = null")
+    message = str(raised.value)
+    assert message.startswith("agent.hcl:3: invalid HCL, the agent refuses to start: At 3:11: ")
+    assert "Unknown token: 3:11 IDENT null" in message
+    assert "hint: HCL 1 has no null: leave the setting out to get its default" in message
 
 
 def test_a_literal_default_keeps_its_own_type() -> None:
@@ -368,9 +373,25 @@ def test_array_root_builds_a_tuple() -> None:
 # ----------------------------------------------------------------- templates
 
 
-def test_interpolation_is_refused_with_the_line() -> None:
-    with pytest.raises(hclconfig.ConfigFileError, match=r"agent\.hcl:3: Unsupported template"):
-        decode_hcl(EXAMPLE, '    dir = "${env.HOME}"')
+def test_interpolation_is_refused_with_the_agents_message_and_the_line() -> None:
+    # HCL 1 passes "${...}" through; the agent's JSON body evaluates it as a template
+    # with functions but no variables.
+    decoded = decode_hcl(EXAMPLE, '    dir = "${env.HOME}"')
+    assert [d.text() for d in decoded.diagnostics] == [
+        "Variables not allowed: Variables may not be used here."
+    ]
+    assert (
+        decoded.diagnostics[0]
+        .render("agent.hcl")
+        .startswith("agent.hcl:3: Variables not allowed: Variables may not be used here.\n  hint: ")
+    )
+
+
+def test_a_template_without_variables_is_refused_as_not_evaluated() -> None:
+    # The agent would evaluate upper("x"); the launcher does not evaluate expressions.
+    decoded = decode_hcl(EXAMPLE, 'dir = "${upper("x")}"')
+    assert [d.summary for d in decoded.diagnostics] == ["Unsupported template"]
+    assert "does not evaluate" in decoded.diagnostics[0].detail
 
 
 def test_escaped_interpolation_is_literal_text() -> None:
@@ -380,7 +401,7 @@ def test_escaped_interpolation_is_literal_text() -> None:
 
 def test_json_strings_are_templates_too() -> None:
     decoded = decode(compile_spec(EXAMPLE), from_python({"dir": "${x}"}))
-    assert [d.summary for d in decoded.diagnostics] == ["Unsupported template"]
+    assert [d.summary for d in decoded.diagnostics] == ["Variables not allowed"]
     decoded = decode(compile_spec(EXAMPLE), from_python({"dir": "$${x}"}))
     assert decoded.value["dir"] == "${x}"  # type: ignore[index]
 

@@ -207,10 +207,10 @@ def test_skips_are_counted_in_the_verdict_and_fail_with_strict(
 ) -> None:
     assert main(["--window", "1", "--", *_fixture("needs_config")]) == 0
     last = capsys.readouterr().out.rstrip().splitlines()[-1]
-    assert last.endswith("CONFORMS ONLY IN PART: 9 of 18 checks skipped, which prove nothing")
+    assert last.endswith("CONFORMS ONLY IN PART: 9 of 19 checks skipped, which prove nothing")
     assert main(["--strict", "--window", "1", "--", *_fixture("needs_config")]) == 1
     last = capsys.readouterr().out.rstrip().splitlines()[-1]
-    assert last.endswith("DOES NOT CONFORM: 9 of 18 checks skipped (--strict)")
+    assert last.endswith("DOES NOT CONFORM: 9 of 19 checks skipped (--strict)")
     assert main(["--strict", "--json", "--window", "1", "--", *_fixture("needs_config")]) == 1
     assert json.loads(capsys.readouterr().out)["ok"] is False
 
@@ -232,5 +232,9 @@ def test_an_hcl_syntax_error_is_a_usage_error_in_plain_words(
         main(["--config", str(agent), "--", *_fixture("needs_config")])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert f'{agent}:3: invalid HCL: unterminated string: the closing " is missing' in err
-    assert "Token" not in err
+    # The agent's own message (HCL 1's), then what to do about it.
+    assert (
+        f"{agent}:3: invalid HCL, the agent refuses to start: At 3:16: literal not terminated"
+        in err
+    )
+    assert 'hint: a string is missing its closing "' in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +42,52 @@ def test_generic_plugin_conforms_with_devices(reports: dict[str, ConformanceRepo
 
 def test_generic_plugin_conforms_without_config(reports: dict[str, ConformanceReport]) -> None:
     reports["defaults"].assert_ok()
+
+
+#: The agent file from issue 17: a USB serial adapter beside /dev/kvm. Before the
+#: SDK stopped giving list settings literal defaults, a real v2.0.5 agent panicked
+#: on it (``inconsistent map element types``) in either order.
+ISSUE_17 = """
+plugin "nomad-device-generic" {
+  config {
+    device "serial" {
+      usb {
+        vendor_id  = "1a86"
+        product_id = "7523"
+      }
+    }
+    device "kvm" {
+      paths = ["/dev/kvm"]
+      share = 4
+    }
+  }
+}
+"""
+
+
+ISSUE_17_KVM_FIRST = """
+plugin "nomad-device-generic" {
+  config {
+    device "kvm" {
+      paths = ["/dev/kvm"]
+      share = 4
+    }
+    device "serial" {
+      usb {
+        vendor_id  = "1a86"
+        product_id = "7523"
+      }
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("text", [ISSUE_17, ISSUE_17_KVM_FIRST], ids=["serial first", "kvm first"])
+def test_the_issue_17_agent_file_conforms(text: str, tmp_path: Path) -> None:
+    agent = tmp_path / "agent.hcl"
+    agent.write_text(text)
+    report = run_conformance(COMMAND, SuiteOptions(config_file=agent))
+    report.assert_ok()
+    assert report.result("schema-safe").status.value == "pass"
+    assert "accepted" in report.result("set-config").summary

@@ -32,8 +32,8 @@ def _command(name: str) -> str:
 def test_option_turns_each_check_into_a_test(tmp_path: Path) -> None:
     done = _pytest(tmp_path, f"--nomad-device-conformance={_command('ends_stream')}")
     assert done.returncode == 1, done.stdout
-    assert "collected 18 items" in done.stdout
-    assert "1 failed, 17 passed" in done.stdout
+    assert "collected 19 items" in done.stdout
+    assert "1 failed, 18 passed" in done.stdout
     assert "::fingerprint-stream-open" in done.stdout
     # The failure is the finding, not a Python traceback.
     assert "why: Any end of the Fingerprint stream" in done.stdout
@@ -49,7 +49,7 @@ def test_option_reports_warnings_and_skips(tmp_path: Path) -> None:
         "stdout-quiet or set-config",
     )
     assert done.returncode == 0, done.stdout
-    assert "collected 36 items / 32 deselected / 4 selected" in done.stdout
+    assert "collected 38 items / 34 deselected / 4 selected" in done.stdout
     assert "ConformanceWarning: stdout-quiet:" in done.stdout
     assert "SKIPPED" in done.stdout
     assert "the plugin needs operator config to run: 'dir' is required" in done.stdout
@@ -62,7 +62,7 @@ def test_option_passes_config_json(tmp_path: Path) -> None:
         '--nomad-device-config-json={"dir": "/srv/widgets"}',
     )
     assert done.returncode == 0, done.stdout
-    assert "18 passed" in done.stdout
+    assert "19 passed" in done.stdout
 
 
 def test_strict_option_fails_skipped_checks(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_strict_option_fails_skipped_checks(tmp_path: Path) -> None:
         "--nomad-device-strict",
     )
     assert done.returncode == 1, done.stdout
-    assert "9 failed, 9 passed" in done.stdout
+    assert "9 failed, 10 passed" in done.stdout
     assert "(--nomad-device-strict: skipped)" in done.stdout
     assert "::first-fingerprint" in done.stdout
 
@@ -88,7 +88,7 @@ def test_option_passes_an_agent_file(tmp_path: Path) -> None:
         "--nomad-device-strict",
     )
     assert done.returncode == 0, done.stdout
-    assert "18 passed" in done.stdout
+    assert "19 passed" in done.stdout
 
 
 def test_fixture_takes_an_agent_file_and_strict(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_fixture_takes_an_agent_file_and_strict(tmp_path: Path) -> None:
             def test_unconfigured_is_not_enough_in_ci(device_plugin_conformance):
                 report = device_plugin_conformance(PLUGIN)
                 report.assert_ok()
-                with pytest.raises(ConformanceError, match="9 of 18 checks skipped"):
+                with pytest.raises(ConformanceError, match="9 of 19 checks skipped"):
                     report.assert_ok(strict=True)
             """
         )
@@ -145,8 +145,9 @@ def test_the_test_extra_brings_what_the_plugin_needs() -> None:
     project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     extra = project["project"]["optional-dependencies"]["test"]
     names = {re.split(r"[<>=!~\[ ]", spec, maxsplit=1)[0] for spec in extra}
-    # pytest for the plugin itself, python-hcl2 for conformance runs from an agent file.
-    assert {"pytest", "python-hcl2"} <= names
+    # pytest for the plugin itself; conformance runs from an agent file need nothing more
+    # (the SDK reads agent files with its own HCL 1 reader).
+    assert names == {"pytest"}
 
 
 def test_fixtures_in_an_authors_tests(tmp_path: Path) -> None:

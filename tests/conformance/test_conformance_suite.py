@@ -77,6 +77,7 @@ EXPECTED: dict[str, dict[str, tuple[Status, str]]] = {
     "bad_version": {"plugin-info": (FAIL, "does not parse as a version")},
     # Not broken: a blocking sync watch() must not freeze the plugin.
     "sync_watch": {},
+    "unsafe_schema": {"schema-safe": (FAIL, "a Nomad agent crashes on some configs: slot.names")},
 }
 
 #: Evidence that pins the finding down further.
@@ -91,6 +92,8 @@ EVIDENCE: dict[str, tuple[str, str]] = {
     "crash_on_unknown": ("reserve-unknown-id", "exited with status 3"),
     "unstable_ids": ("stable-ids", "before only: acme/widget/w1000"),
     "bad_version": ("plugin-info", "'latest'"),
+    # The failing config is printed, ready to try on an agent.
+    "unsafe_schema": ("schema-safe", '    slot "a" {\n      names = ["x"]\n    }\n    slot "b" {'),
 }
 
 
@@ -251,7 +254,7 @@ def test_json_report_round_trips(reports: dict[str, ConformanceReport]) -> None:
     by_id = {r["id"]: r for r in data["results"]}
     assert by_id["shutdown"]["status"] == "fail"
     assert by_id["shutdown"]["why"].startswith("Nomad kills a plugin")
-    assert data["counts"] == {"pass": 17, "fail": 1, "warn": 0, "skip": 0}
+    assert data["counts"] == {"pass": 18, "fail": 1, "warn": 0, "skip": 0}
 
 
 def test_suite_is_quick_for_a_good_plugin(reports: dict[str, ConformanceReport]) -> None:

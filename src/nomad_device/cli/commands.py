@@ -33,8 +33,8 @@ from nomad_device.cli.session import (
 from nomad_device.constants import DEVICE_API_VERSION
 from nomad_device.host import CallError, DevicePluginClient
 from nomad_device.model import DeviceGroup, PluginInfo
-from nomad_device.wire import agentfile, cty, hclspec
-from nomad_device.wire.hcldec import Decoded, JValue, SchemaError, compile_spec, decode, encode
+from nomad_device.wire import agentconfig, agentfile, hclspec
+from nomad_device.wire.hcldec import Decoded, JValue, SchemaError, compile_spec
 
 __all__ = ["App", "Failure", "Opened", "Options"]
 
@@ -124,6 +124,7 @@ class App:
         self.session: PluginSession | None = None
         self.config_body: JValue | None = None
         self.config_origin = "config"
+        self.block_label: str | None = None
 
     # -- plumbing ---------------------------------------------------------------
 
@@ -151,8 +152,11 @@ class App:
             elif opts.config_file is not None:
                 agent = agentfile.parse_agent_file(opts.config_file)
                 block = agent.select(opts.plugin, opts.plugin_name)
+                for warning in agent.warnings:
+                    self.console.error(self.style.yellow(f"warning: {warning}"))
                 self.config_body = block.config
                 self.config_origin = opts.config_file
+                self.block_label = block.name
                 if block.args and not opts.plugin_args_given:
                     opts.plugin = [*opts.plugin, *block.args]
         except agentfile.ConfigFileError as exc:
@@ -196,6 +200,8 @@ class App:
         for problem in info_problems(info):
             self.console.error(self.style.yellow(f"warning: {problem}"))
         spec = None if spec_pb.WhichOneof("block") is None else hclspec.from_proto(spec_pb)
+        if spec is not None:
+            self.warn_unsafe(spec)
         opened = Opened(session, client, info, spec)
         if configure:
             opened.decoded, opened.config_bytes = self.encode_config(spec)
@@ -210,7 +216,11 @@ class App:
         return opened
 
     def encode_config(self, spec: hclspec.Spec | None) -> tuple[Decoded | None, bytes]:
-        """Decode the config against the schema and encode it as Nomad would."""
+        """Decode the config against the schema and encode it as Nomad would.
+
+        Where the agent would refuse the config, or crash on it, so does this,
+        with the agent's words and what to write instead.
+        """
         if spec is None:
             if self.config_body is not None and self.config_body.props:
                 raise Failure(
@@ -218,18 +228,32 @@ class App:
                     "(the plugin has no config schema)"
                 )
             return None, b""
-        try:
-            compiled = compile_spec(spec)
-        except SchemaError as exc:
-            raise Failure(f"the plugin's config schema is invalid: {exc}") from None
-        decoded = decode(compiled, self.config_body)
-        if not decoded.ok:
-            lines = [d.render(self.config_origin) for d in decoded.diagnostics]
-            raise Failure("failed to parse config:\n" + "\n".join(lines))
-        try:
-            return decoded, encode(decoded)
-        except (cty.CtyEncodeError, ValueError) as exc:
-            raise Failure(f"{self.config_origin}: cannot encode config: {exc}") from None
+        result = agentconfig.from_body(self.config_body, spec, self.config_origin)
+        if result.outcome == "panic":
+            raise Failure(f"{self.config_origin}: {result.explanation}")
+        if result.stage == "schema":
+            raise Failure(f"the plugin's config schema is invalid: {result.messages[0]}")
+        if result.stage == "msgpack":
+            raise Failure(f"{self.config_origin}: {result.explanation}")
+        if not result.ok:
+            raise Failure("failed to parse config:\n" + result.explanation)
+        return result.decoded, result.data
+
+    def warn_unsafe(self, spec: hclspec.Spec) -> None:
+        """Say so when some config could make this schema crash a Nomad agent."""
+        from nomad_device.wire import schemasafety
+
+        names = agentfile.block_names(self.opts.plugin)
+        label = self.block_label or (names[-1] if names else "plugin")
+        for hazard in schemasafety.hazards(spec, label):
+            when = "on every config" if hazard.when == schemasafety.ALWAYS else "on some configs"
+            self.console.error(
+                self.style.yellow(
+                    f"warning: this plugin's schema can crash a Nomad agent {when}: "
+                    f"{hazard.where}: {hazard.problem}. This agent config does it:"
+                )
+            )
+            self.console.error(hazard.config.rstrip("\n"))
 
     def emit_json(self, value: object, *, stream_mode: bool) -> None:
         self.console.print(nomadjson.dumps(value, indent=None if stream_mode else 4))
@@ -272,9 +296,12 @@ class App:
         problems = info_problems(info)
         if spec_pb.WhichOneof("block") is not None:
             try:
-                compile_spec(hclspec.from_proto(spec_pb))
+                spec = hclspec.from_proto(spec_pb)
+                compile_spec(spec)
             except (SchemaError, ValueError) as exc:
                 problems.append(f"the config schema is invalid: {exc}")
+            else:
+                self.warn_unsafe(spec)
         if self.opts.json:
             self.emit_json(nomadjson.info_json(info), stream_mode=False)
             for problem in problems:
@@ -300,7 +327,9 @@ class App:
         if spec_pb.WhichOneof("block") is None:
             self.console.print(self.style.dim("(the plugin has no config schema)"))
             return 0
-        self.console.print(render.render_schema(hclspec.from_proto(spec_pb), self.style))
+        spec = hclspec.from_proto(spec_pb)
+        self.warn_unsafe(spec)
+        self.console.print(render.render_schema(spec, self.style))
         return 0
 
     def cmd_config(self) -> int:

@@ -6,6 +6,7 @@
 - :class:`InProcessHarness` -- serve a plugin object in this process over real gRPC;
 - :class:`SubprocessHarness` -- launch a plugin executable as Nomad does;
 - :func:`defaults_only_config` -- the SetConfig bytes Nomad sends with no config block;
+  :func:`config_from_agent_file` -- those for an agent file, read as the agent reads it;
 - :func:`run_conformance` -- the conformance suite (also ``nomad-device-conformance``).
 
 Names are imported on first use, so ``import nomad_device.testing`` stays cheap
@@ -25,8 +26,10 @@ if TYPE_CHECKING:
         run_conformance,
     )
     from nomad_device.testing.defaults import (
+        AgentCrash,
         ConfigBodyError,
         ConfigRequired,
+        config_from_agent_file,
         config_from_json,
         defaults_only_config,
     )
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TEST_SPEC",
+    "AgentCrash",
     "ConfigBodyError",
     "ConfigRequired",
     "ConformanceReport",
@@ -60,6 +64,7 @@ __all__ = [
     "Status",
     "SubprocessHarness",
     "SuiteOptions",
+    "config_from_agent_file",
     "config_from_json",
     "defaults_only_config",
     "device_group",
@@ -83,8 +88,10 @@ _HOME = {
     "Status": "conformance",
     "SuiteOptions": "conformance",
     "run_conformance": "conformance",
+    "AgentCrash": "defaults",
     "ConfigBodyError": "defaults",
     "ConfigRequired": "defaults",
+    "config_from_agent_file": "defaults",
     "config_from_json": "defaults",
     "defaults_only_config": "defaults",
     "InProcessHarness": "harness",

@@ -15,7 +15,10 @@ its HCL: blocks as objects or lists of objects). Both refuse, with
 The decoding itself is :mod:`nomad_device.wire.hcldec` (the same decoder the
 ``nomad-device`` launcher uses); this module only adapts its diagnostics to
 exceptions. Each problem is HCL's ``summary: detail`` text, prefixed with the
-key path it concerns when that is not the top level.
+key path it concerns when that is not the top level. A config the agent would
+not refuse but crash on raises :class:`AgentCrash`. :func:`config_from_agent_file`
+starts one step earlier, from an agent file's text, read as the agent reads it
+(HCL 1 or JSON, the last ``plugin`` block with the plugin's label).
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from decimal import Decimal
 from nomad_device.wire import cty, hcldec, hclspec
 
 __all__ = [
+    "AgentCrash",
     "ConfigBodyError",
     "ConfigRequired",
+    "config_from_agent_file",
     "config_from_json",
     "decode_body",
     "defaults_only_config",
@@ -57,6 +62,26 @@ class ConfigRequired(ConfigBodyError):
     def __init__(self, problems: Sequence[str], settings: Sequence[str] = ()) -> None:
         super().__init__(problems)
         self.settings = tuple(settings)
+
+
+class AgentCrash(ConfigBodyError):
+    """A Nomad agent given this config would panic (see :mod:`nomad_device.wire.schemasafety`)."""
+
+
+def config_from_agent_file(spec: hclspec.Spec, text: str, plugin: str) -> bytes:
+    """The SetConfig bytes for the plugin labelled ``plugin`` in an agent file's text.
+
+    Raises :class:`AgentCrash` where the agent would crash and
+    :class:`ConfigBodyError` where it would refuse (with its messages).
+    """
+    from nomad_device.wire import agentconfig
+
+    result = agentconfig.from_agent_text(text, spec, plugin)
+    if result.outcome == "panic":
+        raise AgentCrash([result.explanation])
+    if not result.ok:
+        raise ConfigBodyError(list(result.messages))
+    return result.data
 
 
 def defaults_only_config(spec: hclspec.Spec) -> bytes:
@@ -109,6 +134,10 @@ def decode_body(spec: hclspec.Spec, body: Mapping[str, object] | str) -> Typed:
     except TypeError as exc:
         raise ConfigBodyError([str(exc)]) from None
     decoded = hcldec.decode(hcldec.compile_spec(spec), document)
+    if decoded.panic is not None:
+        from nomad_device.wire.agentconfig import explain_panic
+
+        raise AgentCrash([explain_panic(decoded.panic)])
     if decoded.diagnostics:
         problems = [_problem(d) for d in decoded.diagnostics]
         if all(_is_missing(d) for d in decoded.diagnostics):

@@ -1,4 +1,4 @@
-"""Read plugin config the way a Nomad agent reads its config file.
+"""Read plugin config from an agent file the way a Nomad agent does.
 
 An agent file names a plugin and configures it::
 
@@ -9,16 +9,24 @@ An agent file names a plugin and configures it::
       }
     }
 
-The agent reads this with HCL 1 into Go maps, where every object -- a nested
-block or an ``= { ... }`` value -- becomes a *list holding one map*, repeated
-blocks add to that list, and labelled blocks nest one list per label. That
-structure, written as JSON, is what the plugin's schema is decoded against
-(:mod:`nomad_device.wire.hcldec`). This module parses the file with python-hcl2
-(the ``cli`` extra) and rebuilds that structure with line numbers, so errors can
-point at the file.
+The agent parses the file with HCL 1 (:mod:`nomad_device.wire.hcl1`; native
+syntax or JSON) and decodes it into Go values: each ``plugin`` block becomes a
+label, ``args`` and a ``config`` map, in which every object -- a nested block
+or an ``= { ... }`` value -- is a *list of maps*, repeated keys merge (lists and
+blocks add up, a later scalar replaces an earlier one, converted to the
+earlier one's Go type) and labelled blocks nest one list per label. That map,
+written as JSON, is what the plugin's schema is decoded against
+(:mod:`nomad_device.wire.hcldec`). This module reproduces that decoding,
+keeping line numbers for messages, and what the agent does around it:
 
-Also accepted: a bare ``config { ... }`` at the top of a file, and JSON text
-(``--config-json``), which is taken as the JSON body itself.
+- keys left over from plugin items (a JSON file's nested objects read as
+  labels) make the agent refuse the file (``unexpected keys device, kvm``);
+- of several ``plugin`` blocks with one label the agent keeps the last, whole;
+- keys a ``plugin`` block does not know are silently ignored by the agent;
+  they are reported here as warnings.
+
+Also accepted, for the launcher: a bare ``config { ... }`` at the top of a
+file, and JSON text (``--config-json``) taken as the config body itself.
 """
 
 from __future__ import annotations
@@ -31,9 +39,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from nomad_device.wire.hcldec import JProp, JValue, Source, from_python
+from nomad_device.golang import quote
+from nomad_device.wire import hcl1
+from nomad_device.wire.hcldec import JProp, JValue, Source, from_python, name_suggestion
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -56,12 +66,19 @@ __all__ = [
 
 CLI_EXTRA_HINT: Final = "pip install 'nomad-device-sdk[cli]'"
 
-_INT64_MIN: Final = -(1 << 63)
-_INT64_MAX: Final = (1 << 63) - 1
-
 
 class ConfigFileError(ValueError):
-    """The config file cannot be read; the message names the file and line."""
+    """The config file cannot be read; the message names the file (and line).
+
+    ``agent`` is what a Nomad agent says about the file, when it refuses it too
+    (empty for problems of the launcher's own, such as an ambiguous block);
+    ``crash`` is set when the agent would not refuse the file but panic.
+    """
+
+    def __init__(self, message: str, *, agent: str = "", crash: bool = False) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.crash = crash
 
 
 class MissingExtraError(RuntimeError):
@@ -69,12 +86,12 @@ class MissingExtraError(RuntimeError):
 
 
 def load_hcl2() -> ModuleType:
-    """python-hcl2's API module, or :class:`MissingExtraError` saying what to install."""
+    """python-hcl2's API module (HCL 2, for job files), or :class:`MissingExtraError`."""
     try:
         import hcl2.api
     except ImportError:
         raise MissingExtraError(
-            "reading HCL config files needs python-hcl2, which comes with the launcher's "
+            "reading HCL 2 files needs python-hcl2, which comes with the launcher's "
             f"extra: {CLI_EXTRA_HINT}"
         ) from None
     if not hasattr(hcl2.api, "parses_to_tree"):
@@ -92,15 +109,19 @@ class PluginBlock:
     args: list[str] | None
     config: JValue | None
     line: int
+    #: Earlier blocks with the same label, which the agent ignores.
+    shadowed: list[int] = field(default_factory=list)
 
 
 @dataclass
 class AgentFile:
-    """What a file says about plugins."""
+    """What a file says about plugins (one block per label: the last)."""
 
     origin: str
     plugins: list[PluginBlock] = field(default_factory=list)
     bare: PluginBlock | None = None
+    #: Things the agent accepts silently that an operator would want to know.
+    warnings: list[str] = field(default_factory=list)
 
     def select(self, command: Sequence[str], wanted: str | None) -> PluginBlock:
         """The block for a plugin: by ``wanted`` name, else by the plugin's file name
@@ -186,34 +207,57 @@ def block_names(command: Sequence[str]) -> list[str]:
 
 
 def parse_agent_file(path: str | os.PathLike[str]) -> AgentFile:
-    """Parse an agent-style HCL file; raise :class:`ConfigFileError` or
-    :class:`MissingExtraError`."""
+    """Read an agent file (HCL or JSON) as the agent does; raise :class:`ConfigFileError`."""
     origin = os.fspath(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigFileError(f"{origin}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigFileError(f"{origin}: not UTF-8 text") from None
-    return parse_agent_text(text, origin)
+    return parse_agent_text(raw.decode("utf-8", "surrogateescape"), origin)
 
 
 def parse_agent_text(text: str, origin: str = "<config>") -> AgentFile:
     """Like :func:`parse_agent_file`, for text already in hand."""
-    api = load_hcl2()
+    kind = "JSON" if hcl1.is_json(text) else "HCL"
     try:
-        tree = api.parses_to_tree(text)
-    except Exception as exc:  # lark raises many error types; all mean "bad syntax"
-        from nomad_device.wire.hclsyntax import explain
+        root = hcl1.parse(text)
+        return _Decoder(origin).agent_file(root)
+    except hcl1.HCL1Error as exc:
+        from nomad_device.wire.hclsyntax import hint
 
-        line, problem = explain(exc, text)
-        where = str(line) if line is not None else "?"
-        raise ConfigFileError(f"{origin}:{where}: invalid HCL: {problem}") from None
-    return _Reader(origin).agent_file(tree)
+        extra = hint(str(exc), text)
+        raise ConfigFileError(
+            f"{_at(origin, str(exc))}: invalid {kind}, the agent refuses to start: {exc}"
+            + (f"\n  hint: {extra}" if extra else ""),
+            agent=str(exc),
+        ) from None
+    except _DecodeError as exc:
+        raise ConfigFileError(
+            f"{_at(origin, str(exc))}: the agent refuses to start: failed to decode HCL file: "
+            f"{exc}",
+            agent=str(exc),
+        ) from None
+    except hcl1.HCL1Panic as exc:
+        raise ConfigFileError(
+            f"{origin}: a Nomad agent would crash reading this file (HCL 1 panics: {exc}); "
+            "check the escapes in its strings",
+            agent=str(exc),
+            crash=True,
+        ) from None
+
+
+def _at(origin: str, message: str) -> str:
+    """``origin:line`` when HCL 1's message starts with a position."""
+    m = re.match(r"At (\d+):\d+: ", message)
+    return f"{origin}:{m.group(1)}" if m else origin
 
 
 def load_json_config(text: str, origin: str = "--config-json") -> JValue:
-    """A JSON object given on the command line (or read from ``@file``) as the config body."""
+    """A JSON object given on the command line (or read from ``@file``) as the config body.
+
+    This is the body after the agent's HCL 1 reading, not an agent file: blocks
+    are written as lists of objects (``"usb": [{"vendor_id": "1a86"}]``).
+    """
     if text.startswith("@"):
         source = text[1:]
         try:
@@ -234,16 +278,547 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON number")
 
 
-# ------------------------------------------------------------------ tree walk
+# ------------------------------------------------------------ HCL 1's Go values
 
 
-def _data(node: Any) -> str:
-    """A lark Tree's rule name, or '' for a Token."""
-    data = getattr(node, "data", None)
-    return str(data) if data is not None else ""
+class _DecodeError(Exception):
+    """An error HCL 1's decoder returns; the text is its own."""
 
 
-def _line(node: Any) -> int | None:
+class _GoMap(dict[str, "GoValue"]):
+    """``map[string]interface{}``; ``lines`` remembers where each key was set."""
+
+    def __init__(self, line: int | None = None) -> None:
+        super().__init__()
+        self.line = line
+        self.lines: dict[str, int | None] = {}
+
+
+class _GoMapSlice(list[_GoMap]):
+    """``[]map[string]interface{}``: what HCL 1 makes of objects inside a map."""
+
+    def __init__(self, line: int | None = None) -> None:
+        super().__init__()
+        self.line = line
+
+
+class _GoSlice(list["GoValue"]):
+    """``[]interface{}``: a list."""
+
+    def __init__(self, line: int | None = None) -> None:
+        super().__init__()
+        self.line = line
+
+
+@dataclass
+class _GoScalar:
+    kind: str  # "string", "int", "float" or "bool"
+    value: object
+    line: int | None = None
+
+
+GoValue: TypeAlias = _GoMap | _GoMapSlice | _GoSlice | _GoScalar
+
+
+def _kind(value: GoValue | None) -> str:
+    if value is None:
+        return "interface"
+    if isinstance(value, _GoMap):
+        return "map"
+    if isinstance(value, _GoMapSlice | _GoSlice):
+        return "slice"
+    return value.kind
+
+
+def _line(node: hcl1.Node | None) -> int | None:
+    if node is None:
+        return None
+    pos = node.pos
+    return pos.line if pos.line > 0 else None
+
+
+def _type_name(node: hcl1.Node) -> str:
+    """Go's ``%T`` of an AST node."""
+    return "*ast." + type(node).__name__
+
+
+def _pos_error(node: hcl1.Node, message: str) -> _DecodeError:
+    return _DecodeError(f"At {node.pos}: {message}")
+
+
+@dataclass
+class _PluginValue:
+    """A decoded ``PluginConfig``: label, args, config, and the item it came from."""
+
+    name: str
+    args: list[str] | None
+    config: _GoMap | None
+    line: int | None
+    unknown: list[str]
+
+
+class _Decoder:
+    """HCL 1's reflection-driven decoder, for the types Nomad's plugin config uses.
+
+    The stack of Go kinds matters: an object met directly inside a list becomes
+    a map, anywhere else a list holding one map.
+    """
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.stack: list[str] = []
+
+    # -- the root and plugin blocks ------------------------------------------
+
+    def agent_file(self, root: hcl1.ObjectList) -> AgentFile:
+        out = AgentFile(self.origin)
+        self.stack.append("struct")
+        plugin_items = [i for i in root.items if i.keys and _fold(i.keys[0], "plugin")]
+        unused = [str(hcl1.token_value(k.token)) for i in plugin_items for k in i.keys]
+        plugins: list[_PluginValue] = []
+        filtered = hcl1.filter_items(root.items, "plugin")
+        if filtered:
+            _remove_fold(unused, "plugin")
+            for node in _field_nodes(filtered):
+                plugins += self.plugin_slice("root.plugin", node)
+        unused.sort()
+        for p in plugins:
+            _remove_fold(unused, p.name)
+            _remove_fold(unused, "config")
+            _remove_fold(unused, "plugin")
+        unused = _agent_drops(unused)
+        if unused:
+            hint = ""
+            if any(k.token.json for i in plugin_items for k in i.keys):
+                hint = (
+                    "\n  hint: in a JSON agent file HCL 1 reads an object whose values are all "
+                    "objects as block labels; write blocks as lists of objects, as in "
+                    '"device": [{"kvm": [{"paths": ["/dev/kvm"]}]}]'
+                )
+            raise ConfigFileError(
+                f"{self.origin}: the agent refuses to start: unexpected keys "
+                f"{', '.join(unused)}{hint}",
+                agent=f"unexpected keys {', '.join(unused)}",
+            )
+        by_name: dict[str, PluginBlock] = {}
+        for p in plugins:
+            block = PluginBlock(
+                p.name, p.args, _to_json(p.config) if p.config is not None else None, p.line or 0
+            )
+            earlier = by_name.pop(p.name, None)
+            if earlier is not None:
+                block.shadowed = [*earlier.shadowed, earlier.line]
+                out.warnings.append(
+                    f"{self.origin}:{earlier.line}: plugin {quote(p.name)} is given again at "
+                    f"line {block.line}; the agent uses only the last block, whole"
+                )
+            by_name[p.name] = block
+            for key in p.unknown:
+                near = name_suggestion(key, ("args", "config"))
+                out.warnings.append(
+                    f"{self.origin}:{block.line}: plugin {quote(p.name)}: the agent ignores "
+                    f"{quote(key)}" + (f" (did you mean {quote(near)}?)" if near else "")
+                )
+        out.plugins = list(by_name.values())
+        bare = hcl1.filter_items(root.items, "config")
+        if bare and not plugins:
+            value = self.struct_field_map("root.config", bare, None)
+            line = _line(root.items[0]) or 0
+            out.bare = PluginBlock(None, None, _to_json(value) if value is not None else None, line)
+        return out
+
+    def plugin_slice(self, name: str, node: hcl1.Node) -> list[_PluginValue]:
+        """``[]*PluginConfig`` decoded from a list of items (or a list value)."""
+        self.stack.append("slice")
+        try:
+            if isinstance(node, hcl1.ObjectList):
+                items: list[hcl1.Node] = list(node.items)
+            elif isinstance(node, hcl1.ObjectType):
+                items = [node]
+            elif isinstance(node, hcl1.ListType):
+                items = list(node.items)
+            else:
+                raise _pos_error(node, f"unknown slice type: {_type_name(node)}")
+            out = []
+            for i, item in enumerate(items):
+                item = _expand_object(item)
+                self.stack.append("ptr")
+                try:
+                    out.append(self.plugin_struct(f"{name}[{i}]", item))
+                finally:
+                    self.stack.pop()
+            return out
+        finally:
+            self.stack.pop()
+
+    def plugin_struct(self, name: str, node: hcl1.Node) -> _PluginValue:
+        self.stack.append("struct")
+        try:
+            item: hcl1.ObjectItem | None = None
+            if isinstance(node, hcl1.ObjectItem):
+                item = node
+                node = node.val  # type: ignore[assignment]
+            if isinstance(node, hcl1.ObjectType):
+                node = node.list
+            if isinstance(node, hcl1.LiteralType) and item is not None:
+                node = hcl1.ObjectList([item])
+            if not isinstance(node, hcl1.ObjectList):
+                raise _pos_error(
+                    node, f"{name}: not an object type for struct ({_type_name(node)})"
+                )
+            if item is None:
+                raise _pos_error(node, f"{name}: Name asked for 'key', impossible")
+            label = str(hcl1.token_value(item.keys[0].token)) if item.keys else ""
+            args = self.struct_field_args(f"{name}.args", node.items)
+            filtered = hcl1.filter_items(node.items, "config")
+            config = None
+            if filtered:
+                config = self.struct_field_map(f"{name}.config", filtered, None)
+            firsts = {str(hcl1.token_value(i.keys[0].token)) for i in node.items if i.keys}
+            unknown = sorted(k for k in firsts if k.casefold() not in ("args", "config"))
+            return _PluginValue(label, args, config, _line(item), unknown)
+        finally:
+            self.stack.pop()
+
+    def struct_field_args(self, name: str, items: list[hcl1.ObjectItem]) -> list[str] | None:
+        filtered = hcl1.filter_items(items, "args")
+        if not filtered:
+            return None
+        out: list[str] = []
+        for node in _field_nodes(filtered):
+            out = self.string_slice(name, node, out)
+        return out
+
+    def string_slice(self, name: str, node: hcl1.Node, current: list[str] | None) -> list[str]:
+        self.stack.append("slice")
+        try:
+            items = self.slice_items(node)
+            out = list(current or [])
+            for i, item in enumerate(items):
+                self.stack.append("string")
+                try:
+                    out.append(str(self.decode_string(f"{name}[{i}]", item).value))
+                finally:
+                    self.stack.pop()
+            return out
+        finally:
+            self.stack.pop()
+
+    def struct_field_map(
+        self, name: str, filtered: list[hcl1.ObjectItem], current: _GoMap | None
+    ) -> _GoMap | None:
+        """The ``config`` field (``map[string]interface{}``) from its matching items."""
+        value = current if current is not None else _GoMap(_line(filtered[0].val))
+        for node in _field_nodes(filtered):
+            value = self.decode_map_into(name, node, value)
+        return value
+
+    def decode_map_into(self, name: str, node: hcl1.Node, current: _GoMap | None) -> _GoMap:
+        self.stack.append("map")
+        try:
+            return self.decode_map(name, node, current)
+        finally:
+            self.stack.pop()
+
+    # -- the generic decoder ----------------------------------------------------
+
+    def decode(self, name: str, node: hcl1.Node, current: GoValue | None) -> GoValue:
+        """Decode ``node`` into an ``interface{}`` that holds ``current`` (None: empty)."""
+        kind = _kind(current)
+        if kind == "interface":
+            return self.decode_interface(name, node)
+        self.stack.append(kind)
+        try:
+            if kind == "map":
+                return self.decode_map(name, node, current)  # type: ignore[arg-type]
+            if kind == "slice":
+                return self.decode_slice(name, node, current)  # type: ignore[arg-type]
+            if kind == "string":
+                return self.decode_string(name, node)
+            if kind == "int":
+                return self.decode_int(name, node)
+            if kind == "float":
+                return self.decode_float(name, node)
+            return self.decode_bool(name, node)
+        finally:
+            self.stack.pop()
+
+    def decode_interface(self, name: str, node: hcl1.Node) -> GoValue:
+        test = node.list if isinstance(node, hcl1.ObjectType) else node
+        line = _line(node)
+        created: GoValue
+        if isinstance(test, hcl1.ObjectList):
+            if not self.stack or self.stack[-1] == "slice":
+                created = _GoMap(line)
+            else:
+                created = _GoMapSlice(line)
+        elif isinstance(test, hcl1.ListType):
+            created = _GoSlice(line)
+        elif isinstance(test, hcl1.LiteralType):
+            kind = {
+                hcl1.Tok.BOOL: "bool",
+                hcl1.Tok.FLOAT: "float",
+                hcl1.Tok.NUMBER: "int",
+                hcl1.Tok.STRING: "string",
+                hcl1.Tok.HEREDOC: "string",
+            }.get(test.token.type)
+            if kind is None:
+                raise _pos_error(node, f"{name}: cannot decode into interface: {_type_name(node)}")
+            created = _GoScalar(kind, None, line)
+        else:
+            raise _DecodeError(f"{name}: cannot decode into interface: {_type_name(node)}")
+        return self.decode(name, node, created)
+
+    def decode_map(self, name: str, node: hcl1.Node, current: _GoMap | None) -> _GoMap:
+        line = _line(node)
+        if isinstance(node, hcl1.ObjectItem):
+            node = hcl1.ObjectList([node])
+        if isinstance(node, hcl1.ObjectType):
+            node = node.list
+        if not isinstance(node, hcl1.ObjectList):
+            raise _pos_error(node, f"{name}: not an object type for map ({_type_name(node)})")
+        result = current if current is not None else _GoMap(line)
+        done: set[str] = set()
+        for item in node.items:
+            if item.val is None:
+                continue
+            if not item.keys:
+                raise _pos_error(node, f"{name}: map must have string keys")
+            key = str(hcl1.token_value(item.keys[0].token))
+            if key in done:
+                continue
+            value: hcl1.Node = item.val
+            if len(item.keys) > 1:
+                value = hcl1.ObjectList(hcl1.filter_items(node.items, key))
+                done.add(key)
+            result[key] = self.decode(f"{name}.{key}", value, result.get(key))
+            result.lines.setdefault(key, _line(item))
+        return result
+
+    def slice_items(self, node: hcl1.Node) -> list[hcl1.Node]:
+        if isinstance(node, hcl1.ObjectList):
+            return list(node.items)
+        if isinstance(node, hcl1.ObjectType):
+            return [node]
+        if isinstance(node, hcl1.ListType):
+            return list(node.items)
+        raise _pos_error(node, f"unknown slice type: {_type_name(node)}")
+
+    def decode_slice(
+        self, name: str, node: hcl1.Node, current: _GoMapSlice | _GoSlice
+    ) -> _GoMapSlice | _GoSlice:
+        items = self.slice_items(node)
+        for i, item in enumerate(items):
+            element = f"{name}[{i}]"
+            if isinstance(current, _GoMapSlice):
+                self.stack.append("map")
+                try:
+                    current.append(self.decode_map(element, item, None))
+                finally:
+                    self.stack.pop()
+            else:
+                current.append(self.decode(element, item, None))
+        return current
+
+    def decode_string(self, name: str, node: hcl1.Node) -> _GoScalar:
+        if isinstance(node, hcl1.LiteralType):
+            tok = node.token
+            if tok.type in (hcl1.Tok.NUMBER, hcl1.Tok.FLOAT, hcl1.Tok.BOOL):
+                return _GoScalar("string", tok.text, _line(node))
+            if tok.type in (hcl1.Tok.STRING, hcl1.Tok.HEREDOC):
+                return _GoScalar("string", hcl1.token_value(tok), _line(node))
+        raise _pos_error(node, f"{name}: unknown type for string {_type_name(node)}")
+
+    def decode_int(self, name: str, node: hcl1.Node) -> _GoScalar:
+        if isinstance(node, hcl1.LiteralType):
+            tok = node.token
+            if tok.type is hcl1.Tok.NUMBER:
+                return _GoScalar("int", _parse_int(tok.text), _line(node))
+            if tok.type is hcl1.Tok.STRING:
+                return _GoScalar("int", _parse_int(str(hcl1.token_value(tok))), _line(node))
+        raise _pos_error(node, f"{name}: unknown type {_type_name(node)}")
+
+    def decode_float(self, name: str, node: hcl1.Node) -> _GoScalar:
+        if isinstance(node, hcl1.LiteralType):
+            tok = node.token
+            if tok.type in (hcl1.Tok.FLOAT, hcl1.Tok.NUMBER):
+                return _GoScalar("float", _parse_float(tok.text), _line(node))
+        raise _pos_error(node, f"{name}: unknown type {_type_name(node)}")
+
+    def decode_bool(self, name: str, node: hcl1.Node) -> _GoScalar:
+        if isinstance(node, hcl1.LiteralType):
+            tok = node.token
+            if tok.type in (hcl1.Tok.BOOL, hcl1.Tok.STRING, hcl1.Tok.NUMBER):
+                word = tok.text.replace('"', "").lower()
+                if word in ("1", "true"):
+                    return _GoScalar("bool", True, _line(node))
+                if word in ("0", "false"):
+                    return _GoScalar("bool", False, _line(node))
+                raise _DecodeError(f"decodeBool: Unknown value for boolean: {tok.text}")
+        raise _pos_error(node, f"{name}: unknown type {_type_name(node)}")
+
+
+def _fold(key: hcl1.ObjectKey, word: str) -> bool:
+    value = str(hcl1.token_value(key.token))
+    return value == word or value.casefold() == word.casefold()
+
+
+def _remove_fold(keys: list[str], word: str) -> None:
+    for i, key in enumerate(keys):
+        if key == word or key.casefold() == word.casefold():
+            del keys[i]
+            return
+
+
+def _agent_drops(keys: list[str]) -> list[str]:
+    """Leave out the keys the agent drops from its unused-key list whatever the file holds."""
+    out = list(keys)
+    for _ in range(6):
+        _remove_fold(out, "client")
+    for word in ("options", "meta", "chroot_env", "servers", "server_join", "template"):
+        _remove_fold(out, word)
+    for _ in range(4):
+        _remove_fold(out, "server")
+    for word in ("enabled_schedulers", "start_join", "retry_join", "server_join"):
+        _remove_fold(out, word)
+    for word in ("datadog_tags", "telemetry"):
+        _remove_fold(out, word)
+    out = [k for k in out if k.casefold() != "keyring" and k not in ("license", "vault", "consul")]
+    for word in ("service_identity", "task_identity", "default_identity"):
+        _remove_fold(out, word)
+    return out
+
+
+def _field_nodes(filtered: list[hcl1.ObjectItem]) -> list[hcl1.Node]:
+    """What HCL 1 decodes a struct field from, in its order: the items with keys left
+    (labelled ones), as one list, then each value given without a label."""
+    out: list[hcl1.Node] = []
+    prefix = [i for i in filtered if i.keys]
+    if prefix:
+        out.append(hcl1.ObjectList(prefix))
+    for match in filtered:
+        if match.keys or match.val is None:
+            continue
+        node = match.val
+        out.append(hcl1.ObjectList(node.list.items) if isinstance(node, hcl1.ObjectType) else node)
+    return out
+
+
+def _expand_object(node: hcl1.Node) -> hcl1.Node:
+    """HCL 1 un-flattens a two-key item before decoding it into a struct."""
+    if not isinstance(node, hcl1.ObjectItem) or len(node.keys) != 2:
+        return node
+    inner = hcl1.ObjectItem(node.keys[1:], node.val)
+    return hcl1.ObjectItem(node.keys[:1], hcl1.ObjectType(hcl1.ObjectList([inner])))
+
+
+# ---------------------------------------------------------- Go's number parsing
+
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
+
+
+def _parse_int(text: str) -> int:
+    """``strconv.ParseInt(text, 0, 64)``, with Go's error text."""
+    s = text
+    sign = 1
+    if s[:1] in ("+", "-"):
+        sign = -1 if s[0] == "-" else 1
+        s = s[1:]
+    base, digits = 10, s
+    if len(s) >= 2 and s[0] == "0" and s[1] in "xXoObB":
+        base = {"x": 16, "o": 8, "b": 2}[s[1].lower()]
+        digits = s[2:]
+    elif len(s) >= 1 and s[0] == "0":
+        base, digits = 8, s[1:] or "0"
+    allowed = "0123456789abcdef"[:base]
+    clean = digits.replace("_", "")
+    if (
+        not s
+        or not clean
+        or any(c.lower() not in allowed for c in clean)
+        or ("_" in digits and not _underscores_ok(s))
+    ):
+        raise _DecodeError(f"strconv.ParseInt: parsing {quote(text)}: invalid syntax")
+    value = sign * int(clean, base)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise _DecodeError(f"strconv.ParseInt: parsing {quote(text)}: value out of range")
+    return value
+
+
+def _underscores_ok(s: str) -> bool:
+    """Go's rule with base 0: underscores only between digits, and only after a prefix."""
+    saw = "^"
+    i = 0
+    if len(s) >= 2 and s[0] == "0" and s[1].lower() in "box":
+        i, saw = 2, "0"
+    elif not (len(s) >= 1 and s[0] == "0"):
+        return False
+    hexa = s[1:2].lower() == "x"
+    for c in s[i:]:
+        if "0" <= c <= "9" or (hexa and c.lower() in "abcdef"):
+            saw = "0"
+        elif c == "_":
+            if saw != "0":
+                return False
+            saw = "_"
+        else:
+            if saw == "_":
+                return False
+            saw = "!"
+    return saw != "_"
+
+
+def _parse_float(text: str) -> float:
+    """``strconv.ParseFloat(text, 64)`` for the number tokens HCL 1 produces."""
+    try:
+        if "x" in text.lower() or "_" in text or "n" in text.lower():
+            raise ValueError
+        value = float(text)
+    except ValueError:
+        raise _DecodeError(f"strconv.ParseFloat: parsing {quote(text)}: invalid syntax") from None
+    if math.isinf(value):
+        raise _DecodeError(f"strconv.ParseFloat: parsing {quote(text)}: value out of range")
+    return value
+
+
+# ------------------------------------------------------- Go values as JSON
+
+
+def _go_string(text: str) -> str:
+    """The string after Go's JSON encoder: bytes that are not UTF-8 become U+FFFD."""
+    from nomad_device.golang import valid_utf8
+
+    return valid_utf8(text)
+
+
+def _to_json(value: GoValue, line: int | None = None) -> JValue:
+    """The JSON the agent writes for a decoded Go value, as HCL 2's JSON parser reads it."""
+    where = Source(line if line is not None else value.line)
+    if isinstance(value, _GoMap):
+        props = [
+            JProp(_go_string(k), _to_json(v, value.lines.get(k)), Source(value.lines.get(k)))
+            for k, v in value.items()
+        ]
+        return JValue("object", props, where)
+    if isinstance(value, _GoMapSlice):
+        return JValue("array", [_to_json(m) for m in value], where, from_hcl_object=True)
+    if isinstance(value, _GoSlice):
+        return JValue("array", [_to_json(v) for v in value], where)
+    if value.kind == "string":
+        return JValue("string", _go_string(str(value.value)), where)
+    if value.kind == "bool":
+        return JValue("bool", value.value, where)
+    if value.kind == "int":
+        return JValue("number", value.value, where)
+    # float64: written in its shortest form, which is what HCL 2 reads back.
+    return JValue("number", Decimal(repr(value.value)), where)
+
+
+# ------------------------------------------------- HCL 2 text (job files)
+
+
+def _tree_line(node: Any) -> int | None:
     line = getattr(node, "line", None)
     if isinstance(line, int):
         return line
@@ -252,290 +827,56 @@ def _line(node: Any) -> int | None:
     return line if isinstance(line, int) else None
 
 
-def _subtrees(node: Any) -> list[Any]:
-    return [c for c in node.children if _data(c)]
-
-
-class _Reader:
-    """Walks python-hcl2's lark tree and builds Nomad's view of it."""
-
-    def __init__(self, origin: str) -> None:
-        self.origin = origin
-
-    def fail(self, node: Any, message: str) -> ConfigFileError:
-        line = _line(node)
-        return ConfigFileError(f"{self.origin}:{line if line is not None else '?'}: {message}")
-
-    # -- top level ------------------------------------------------------------
-
-    def agent_file(self, tree: Any) -> AgentFile:
-        out = AgentFile(self.origin)
-        body = _subtrees(tree)[0]
-        for item in _subtrees(body):
-            if _data(item) != "block":
-                continue
-            kind, labels, inner = self.block_parts(item)
-            if kind == "plugin":
-                if len(labels) != 1:
-                    raise self.fail(item, 'a plugin block takes one label: plugin "<name>" { }')
-                out.plugins.append(self.plugin_block(labels[0], inner, _line(item) or 0))
-            elif kind == "config" and not labels:
-                if out.bare is not None:
-                    raise self.fail(item, "only one top-level config block is allowed")
-                out.bare = PluginBlock(None, None, self.body(inner), _line(item) or 0)
-        return out
-
-    def plugin_block(self, name: str, body: Any, line: int) -> PluginBlock:
-        block = PluginBlock(name, None, None, line)
-        for item in _subtrees(body):
-            kind = _data(item)
-            if kind == "attribute":
-                key, expr = self.attribute_parts(item)
-                if key == "args":
-                    block.args = self.args(expr)
-                elif key == "config":
-                    block.config = self.config_from_expr(expr, item)
-                else:
-                    raise self.fail(
-                        item,
-                        f'plugin "{name}": unexpected {key!r} (a plugin block takes '
-                        "args and config)",
-                    )
-            elif kind == "block":
-                key, labels, inner = self.block_parts(item)
-                if key != "config" or labels:
-                    raise self.fail(
-                        item,
-                        f'plugin "{name}": unexpected block {key!r} (a plugin block takes '
-                        "args and config)",
-                    )
-                if block.config is not None:
-                    raise self.fail(item, f'plugin "{name}": config is set more than once')
-                block.config = self.body(inner)
-        return block
-
-    def args(self, expr: Any) -> list[str]:
-        value = self.value(expr, in_map=False)
-        if value.kind != "array" or not all(i.kind == "string" for i in value.items):
-            raise self.fail(expr, "args must be a list of strings")
-        return [str(i.value) for i in value.items]
-
-    def config_from_expr(self, expr: Any, item: Any) -> JValue:
-        node = self.unwrap(expr)
-        if _data(node) != "object":
-            raise self.fail(item, "config must be a block: config { ... }")
-        return self.object_literal(node)
-
-    # -- pieces -----------------------------------------------------------------
-
-    def name_of(self, node: Any) -> str:
-        kind = _data(node)
-        if kind in ("identifier", "keyword", "literal_value"):
-            return str(node.children[0])
-        if kind == "string":
-            return self.string(node)
-        raise self.fail(node, f"expected a name, found {kind or node!r}")
-
-    def attribute_parts(self, node: Any) -> tuple[str, Any]:
-        subs = _subtrees(node)
-        return self.name_of(subs[0]), subs[-1]
-
-    def block_parts(self, node: Any) -> tuple[str, list[str], Any]:
-        subs = [s for s in _subtrees(node) if _data(s) != "new_line_or_comment"]
-        return self.name_of(subs[0]), [self.name_of(s) for s in subs[1:-1]], subs[-1]
-
-    def body(self, body: Any) -> JValue:
-        """A block body in a map: HCL 1's map, with objects turned into lists."""
-        obj = JValue("object", [], Source(_line(body)))
-        for item in _subtrees(body):
-            kind = _data(item)
-            if kind == "attribute":
-                key, expr = self.attribute_parts(item)
-                value = self.value(expr, in_map=True)
-                self.put(obj, JProp(key, value, Source(_line(item))))
-            elif kind == "block":
-                key, labels, inner = self.block_parts(item)
-                where = Source(_line(item))
-                content = self.body(inner)
-                content.where = where
-                for label in reversed(labels):
-                    wrapped = JValue("array", [content], where, from_hcl_object=True)
-                    content = JValue("object", [JProp(label, wrapped, where)], where)
-                value = JValue("array", [content], where, from_hcl_object=True)
-                self.put(obj, JProp(key, value, where))
-        return obj
-
-    def put(self, obj: JValue, prop: JProp) -> None:
-        """Add a key as HCL 1 does: repeated lists and blocks add up, the rest replace."""
-        for existing in obj.props:
-            if existing.name != prop.name:
-                continue
-            if existing.value.kind == "array" and prop.value.kind == "array":
-                existing.value.items.extend(prop.value.items)
-                existing.value.from_hcl_object = (
-                    existing.value.from_hcl_object and prop.value.from_hcl_object
-                )
-            else:
-                existing.value = prop.value
-                existing.where = prop.where
-            return
-        obj.props.append(prop)
-
-    def unwrap(self, node: Any) -> Any:
-        """Step through ``expr_term`` wrappers and parentheses."""
-        while _data(node) == "expr_term":
-            subs = [s for s in _subtrees(node) if _data(s) != "new_line_or_comment"]
-            if len(subs) != 1:
-                break
-            node = subs[0]
-        return node
-
-    def value(self, expr: Any, *, in_map: bool) -> JValue:
-        node = self.unwrap(expr)
-        kind = _data(node)
-        where = Source(_line(node) or _line(expr))
-        if kind == "string":
-            return JValue("string", self.string(node), where)
-        if kind in ("heredoc_template", "heredoc_template_trim"):
-            return JValue("string", self.heredoc(node, kind.endswith("_trim")), where)
-        if kind == "int_lit":
-            return JValue("number", self.integer(node, str(node.children[0])), where)
-        if kind == "float_lit":
-            return JValue("number", self.floating(node, str(node.children[0])), where)
-        if kind == "literal_value":
-            word = str(node.children[0])
-            if word == "null":
-                raise self.fail(
-                    node,
-                    "null is not a value in Nomad's agent configuration (HCL 1 rejects it); "
-                    "leave the setting out to get its default",
-                )
-            return JValue("bool", word == "true", where)
-        if kind == "unary_op":
-            op = str(node.children[0])
-            inner = self.value(node.children[1], in_map=in_map)
-            if op == "-" and inner.kind == "number":
-                inner.value = -inner.value  # type: ignore[operator]
-                return inner
-            raise self.fail(node, f"only literal values are allowed here, not {op!r} expressions")
-        if kind == "tuple":
-            items = [
-                self.value(s, in_map=False)
-                for s in _subtrees(node)
-                if _data(s) != "new_line_or_comment"
-            ]
-            return JValue("array", items, where)
-        if kind == "object":
-            obj = self.object_literal(node)
-            if in_map:
-                # HCL 1 decodes an object held in a map as a list of one map.
-                return JValue("array", [obj], where, from_hcl_object=True)
-            return obj
-        raise self.fail(
-            node,
-            "only literal values (strings, numbers, bools, lists and objects) are allowed in "
-            f"a plugin config, as in Nomad's agent configuration; found {kind or node!r}",
-        )
-
-    def object_literal(self, node: Any) -> JValue:
-        obj = JValue("object", [], Source(_line(node)))
-        for elem in _subtrees(node):
-            if _data(elem) != "object_elem":
-                continue
-            subs = _subtrees(elem)
-            key_node = self.unwrap(subs[0].children[0]) if _data(subs[0]) else subs[0]
-            key = self.name_of(key_node)
-            value = self.value(subs[-1], in_map=True)
-            self.put(obj, JProp(key, value, Source(_line(elem))))
-        return obj
-
-    def integer(self, node: Any, text: str) -> int:
-        value = int(text, 10)
-        if not _INT64_MIN <= value <= _INT64_MAX:
-            raise self.fail(
-                node, f"{text} does not fit a 64-bit integer, as Nomad's agent config needs"
-            )
-        return value
-
-    def floating(self, node: Any, text: str) -> float:
-        # HCL 1 reads a number with a fraction or exponent as a float64 first.
-        value = float(text)
-        if not math.isfinite(value):
-            raise self.fail(node, f"{text} is out of range for a 64-bit float")
-        return value
-
-    def string(self, node: Any) -> str:
-        out: list[str] = []
-        for part in node.children:
-            if _data(part) != "string_part":
-                continue
-            piece = part.children[0]
-            if _data(piece):
-                raise self.fail(
-                    part,
-                    "Unsupported template: the launcher (like a Nomad agent, which has no "
-                    'variables here) takes only literal text. Write "$${" for a literal "${".',
-                )
-            kind = getattr(piece, "type", "")
-            text = str(piece)
-            if kind in ("ESCAPED_INTERPOLATION", "ESCAPED_DIRECTIVE"):
-                out.append(text)  # kept escaped: the JSON body unescapes "$${" itself
-            else:
-                out.append(self.unescape(part, text))
-        return "".join(out)
-
-    def unescape(self, node: Any, text: str) -> str:
-        out: list[str] = []
-        i = 0
-        simple = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\"}
-        while i < len(text):
-            ch = text[i]
-            if ch != "\\":
-                out.append(ch)
-                i += 1
-                continue
-            esc = text[i + 1 : i + 2]
-            if esc in simple:
-                out.append(simple[esc])
-                i += 2
-                continue
-            if esc in ("u", "U"):
-                width = 4 if esc == "u" else 8
-                digits = text[i + 2 : i + 2 + width]
-                try:
-                    code = int(digits, 16) if len(digits) == width else -1
-                except ValueError:
-                    code = -1
-                if code < 0 or code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
-                    raise self.fail(node, f"invalid escape \\{esc}{digits}")
-                out.append(chr(code))
-                i += 2 + width
-                continue
-            raise self.fail(node, f"invalid escape sequence \\{esc}")
-        return "".join(out)
-
-    def heredoc(self, node: Any, trim: bool) -> str:
-        raw = str(node.children[0])
-        first, _, rest = raw.partition("\n")
-        marker = first.lstrip("<-").strip()
-        lines = rest.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        if lines and lines[-1].strip() == marker:
-            lines.pop()
-        lines = [ln.rstrip("\r") for ln in lines]
-        if trim:
-            indents = [len(ln) - len(ln.lstrip(" \t")) for ln in lines if ln.strip()]
-            cut = min(indents, default=0)
-            lines = [ln[cut:] for ln in lines]
-        return "".join(ln + "\n" for ln in lines)
-
-
 def unescape_string(node: Any, text: str, origin: str) -> str:
-    """One literal part of a quoted HCL string, escapes resolved as HCL resolves them."""
-    return _Reader(origin).unescape(node, text)
+    """One literal part of a quoted HCL 2 string (python-hcl2's tree), escapes resolved."""
+    out: list[str] = []
+    i = 0
+    simple = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\"}
+
+    def fail(message: str) -> ConfigFileError:
+        line = _tree_line(node)
+        return ConfigFileError(f"{origin}:{line if line is not None else '?'}: {message}")
+
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\":
+            out.append(ch)
+            i += 1
+            continue
+        esc = text[i + 1 : i + 2]
+        if esc in simple:
+            out.append(simple[esc])
+            i += 2
+            continue
+        if esc in ("u", "U"):
+            width = 4 if esc == "u" else 8
+            digits = text[i + 2 : i + 2 + width]
+            try:
+                code = int(digits, 16) if len(digits) == width else -1
+            except ValueError:
+                code = -1
+            if code < 0 or code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                raise fail(f"invalid escape \\{esc}{digits}")
+            out.append(chr(code))
+            i += 2 + width
+            continue
+        raise fail(f"invalid escape sequence \\{esc}")
+    return "".join(out)
 
 
 def heredoc_text(node: Any, trim: bool, origin: str) -> str:
-    """A heredoc's text (``<<-`` trimmed when ``trim``), as HCL reads it."""
-    return _Reader(origin).heredoc(node, trim)
+    """An HCL 2 heredoc's text (``<<-`` trimmed when ``trim``), from python-hcl2's tree."""
+    raw = str(node.children[0])
+    first, _, rest = raw.partition("\n")
+    marker = first.lstrip("<-").strip()
+    lines = rest.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if lines and lines[-1].strip() == marker:
+        lines.pop()
+    lines = [ln.rstrip("\r") for ln in lines]
+    if trim:
+        indents = [len(ln) - len(ln.lstrip(" \t")) for ln in lines if ln.strip()]
+        cut = min(indents, default=0)
+        lines = [ln[cut:] for ln in lines]
+    return "".join(ln + "\n" for ln in lines)

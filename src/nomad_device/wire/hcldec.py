@@ -42,6 +42,7 @@ __all__ = [
     "decode",
     "encode",
     "from_python",
+    "name_suggestion",
 ]
 
 
@@ -355,24 +356,73 @@ TV: TypeAlias = tuple[object, cty.CtyType]
 """A decoded value with its cty type (the type Nomad marshals it with)."""
 
 
+class _Unknown:
+    """cty's unknown value: what hcldec puts where a part failed to decode."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Final = _Unknown()
+
+
+@dataclass(frozen=True)
+class Panic:
+    """Where, and why, a Nomad agent would panic decoding the config.
+
+    ``message`` is go-cty's or hcldec's panic text; ``path`` is the block map
+    (or block attributes) whose elements disagree; ``first``/``second`` are the
+    two element keys and ``field`` the path, inside the element, where their
+    types first differ (empty when the whole schema is at fault).
+    """
+
+    message: str
+    path: Path = ()
+    first: str = ""
+    second: str = ""
+    field: Path = ()
+    types: tuple[cty.CtyType, cty.CtyType] | None = None
+    #: The spec of the map's elements (a block map's nested spec, or the
+    #: BlockAttrs spec), to explain the panic with.
+    element: Compiled | None = None
+
+
+class AgentPanic(Exception):
+    """Raised inside the decoder: the agent process would die here."""
+
+    def __init__(self, panic: Panic) -> None:
+        super().__init__(panic.message)
+        self.panic = panic
+
+
 @dataclass(frozen=True)
 class Decoded:
-    """The decoded config: ``value`` of cty type ``type``; empty ``diagnostics`` if valid."""
+    """The decoded config: ``value`` of cty type ``type``.
+
+    Valid when there are no ``diagnostics`` and no ``panic``; with a panic the
+    agent would crash instead of printing the diagnostics.
+    """
 
     value: object
     type: cty.CtyType
     diagnostics: tuple[Diagnostic, ...]
+    panic: Panic | None = None
 
     @property
     def ok(self) -> bool:
-        return not self.diagnostics
+        return not self.diagnostics and self.panic is None
 
 
 def decode(spec: Compiled, body: JValue | None) -> Decoded:
     """Decode ``body`` (the ``config`` JSON object; None for no config) with ``spec``."""
     state = _Decoder()
     root = body if body is not None else JValue("object", [])
-    value, ty = state.decode_body(root, spec, ())
+    try:
+        value, ty = state.decode_body(root, spec, ())
+    except AgentPanic as exc:
+        return Decoded(None, cty.DYNAMIC, tuple(state.diags), exc.panic)
     return Decoded(value, ty, tuple(state.diags))
 
 
@@ -381,6 +431,82 @@ def encode(decoded: Decoded) -> bytes:
     if not decoded.ok:
         raise ValueError("cannot encode a config that failed to decode")
     return cty.marshal(decoded.value, decoded.type)
+
+
+def go_type(ty: cty.CtyType) -> str:
+    """A cty type as Go's ``%#v`` prints it (in go-cty's panic messages)."""
+    if ty is cty.DYNAMIC:
+        return "cty.DynamicPseudoType"
+    if isinstance(ty, cty.List | cty.Set | cty.Map):
+        return f"cty.{type(ty).__name__}({go_type(ty.elem)})"
+    if isinstance(ty, cty.Object):
+        if not ty.attrs:
+            return "cty.EmptyObject"
+        inner = ", ".join(f'"{k}":{go_type(v)}' for k, v in ty.attrs.items())
+        return f"cty.Object(map[string]cty.Type{{{inner}}})"
+    if isinstance(ty, cty.Tuple):
+        if not ty.elems:
+            return "cty.EmptyTuple"
+        return f"cty.Tuple([]cty.Type{{{', '.join(go_type(e) for e in ty.elems)}}})"
+    return "cty." + str(ty).capitalize()
+
+
+def has_dynamic(ty: cty.CtyType) -> bool:
+    """Whether ``any`` occurs anywhere in ``ty`` (cty's ``HasDynamicTypes``)."""
+    return _has_dynamic(ty)
+
+
+def type_difference(
+    a: cty.CtyType, b: cty.CtyType, path: Path = ()
+) -> tuple[Path, cty.CtyType, cty.CtyType]:
+    """The first place (attribute path) where ``a`` and ``b`` differ, and the two types there."""
+    if isinstance(a, cty.Object) and isinstance(b, cty.Object) and set(a.attrs) == set(b.attrs):
+        for name in a.attrs:
+            if a.attrs[name] != b.attrs[name]:
+                return type_difference(a.attrs[name], b.attrs[name], (*path, name))
+    if (
+        isinstance(a, cty.List | cty.Set | cty.Map)
+        and isinstance(b, cty.List | cty.Set | cty.Map)
+        and type(a) is type(b)
+        and a.elem != b.elem
+    ):
+        return type_difference(a.elem, b.elem, path)
+    return path, a, b
+
+
+def _collection_panic(
+    what: str,
+    elems: Sequence[tuple[str, cty.CtyType]],
+    path: Path,
+    element: Compiled | None = None,
+) -> None:
+    """go-cty's check in ``MapVal``/``ListVal``: every element not ``any`` has one type."""
+    first: tuple[str, cty.CtyType] | None = None
+    for key, ty in elems:
+        if ty is cty.DYNAMIC:
+            continue
+        if first is None:
+            first = (key, ty)
+        elif ty != first[1]:
+            field, ta, tb = type_difference(first[1], ty)
+            raise AgentPanic(
+                Panic(
+                    f"inconsistent {what} element types ({go_type(first[1])} then {go_type(ty)})",
+                    path,
+                    first[0],
+                    key,
+                    field,
+                    (ta, tb),
+                    element,
+                )
+            )
+
+
+def _element_type(elems: Sequence[tuple[str, cty.CtyType]], fallback: cty.CtyType) -> cty.CtyType:
+    for _, ty in elems:
+        if ty is not cty.DYNAMIC:
+            return ty
+    return cty.DYNAMIC if elems else fallback
 
 
 class _Decoder:
@@ -478,6 +604,9 @@ class _Decoder:
                     body.where,
                     path,
                 )
+        # hcl reads the body's properties a second time for this check, so a body of
+        # the wrong JSON type is reported twice, as the agent reports it.
+        self.deep_props(body, path, None)
         # hcl tries attribute names (unused ones) before block types; Go's map order
         # makes Nomad's choice between equally close names random, ours is sorted.
         suggestions = sorted(n for n, _ in schema.attrs if n not in used)
@@ -485,7 +614,7 @@ class _Decoder:
         for prop in props:
             if prop.name == "//" or prop.name in used:
                 continue
-            near = _suggest(prop.name, suggestions)
+            near = name_suggestion(prop.name, suggestions)
             extra = f" Did you mean {_q(near)}?" if near else ""
             # Nomad rewrites this summary ("Extraneous JSON object property") to
             # "Invalid label" before showing it; we show what the operator sees.
@@ -572,7 +701,7 @@ class _Decoder:
             return spec.value, spec.type
         if isinstance(spec, _Default):
             value, ty = self.spec_value(spec.primary, content)
-            if value is None:
+            if value is None:  # an unknown value (a failed attribute) is not null
                 return self.spec_value(spec.default, content)
             return value, ty
         if isinstance(spec, _Block):
@@ -589,8 +718,6 @@ class _Decoder:
             return None, spec.type
         path = content.attr_paths[spec.name]
         given = self.expr_value(prop.value, path)
-        if given is None:
-            return None, spec.type
         try:
             return convert(given[0], given[1], spec.type)
         except ConversionError as exc:
@@ -609,7 +736,7 @@ class _Decoder:
                 path,
                 hint,
             )
-            return None, spec.type
+            return UNKNOWN, spec.type
 
     def find_blocks(self, name: str, content: _Content) -> list[_BlockInst]:
         return [b for b in content.blocks if b.type == name]
@@ -668,7 +795,7 @@ class _Decoder:
                 blocks[0].where,
                 blocks[0].path,
             )
-            return None, kind(implied_type(spec.nested))
+            return UNKNOWN, cty.DYNAMIC
         values: list[object] = []
         for i, (value, ty) in enumerate(elems):
             try:
@@ -680,15 +807,22 @@ class _Decoder:
                     blocks[i].where,
                     blocks[i].path,
                 )
-                return None, kind(implied_type(spec.nested))
+                return UNKNOWN, cty.DYNAMIC
         return values, kind(unified)
 
     def block_map_value(self, spec: _BlockMap, content: _Content) -> TV:
+        implied = implied_type(spec)
+        if _has_dynamic(implied):
+            raise AgentPanic(
+                Panic(
+                    "cty.DynamicPseudoType attributes may not be used inside a BlockMapSpec",
+                    (*content.path, spec.name),
+                )
+            )
         blocks = self.find_blocks(spec.name, content)
         root: dict[str, object] = {}
-        elem_type: cty.CtyType | None = None
         for block in blocks:
-            value, ty = self.decode_body(block.body, spec.nested, block.path)
+            decoded = self.decode_body(block.body, spec.nested, block.path)
             target = root
             for label in block.labels[:-1]:
                 nxt = target.setdefault(label, {})
@@ -705,12 +839,36 @@ class _Decoder:
                     block.path,
                 )
                 continue
-            target[key] = value
-            elem_type = elem_type or ty
-        ty_out = elem_type if elem_type is not None else implied_type(spec.nested)
-        for _ in spec.labels:
-            ty_out = cty.Map(ty_out)
-        return root, ty_out
+            target[key] = decoded
+        if not root:
+            return {}, cty.Map(implied_type(spec.nested))
+        return self.map_levels(root, len(spec.labels), (*content.path, spec.name), spec.nested)
+
+    def map_levels(
+        self,
+        raw: dict[str, object],
+        depth: int,
+        path: Path,
+        element: Compiled,
+        outer: tuple[str, ...] = (),
+    ) -> TV:
+        """cty.MapVal at each label level, with its check that element types agree.
+
+        A panic names the elements by all their labels (``kvm``, or ``a" "b`` for
+        two labels, as they are written between quotes).
+        """
+        pairs: list[tuple[str, TV]] = []
+        for key, item in raw.items():
+            labels = (*outer, key)
+            if depth == 1:
+                pairs.append(('" "'.join(labels), item))  # type: ignore[arg-type]
+            else:
+                inner = self.map_levels(item, depth - 1, path, element, labels)  # type: ignore[arg-type]
+                pairs.append(('" "'.join(labels), inner))
+        types = [(k, t) for k, (_, t) in pairs]
+        _collection_panic("map", types, path, element if depth == 1 else None)
+        values = {k.rsplit('" "', 1)[-1]: v for k, (v, _) in pairs}
+        return values, cty.Map(_element_type(types, cty.DYNAMIC))
 
     def block_attrs_value(self, spec: _BlockAttrs, content: _Content) -> TV:
         blocks = self.find_blocks(spec.name, content)
@@ -734,9 +892,9 @@ class _Decoder:
                 block.where,
                 block.path,
             )
-            return None, cty.Map(spec.elem)
+            return UNKNOWN, cty.Map(spec.elem)
         values: dict[str, object] = {}
-        types: set[cty.CtyType] = set()
+        types: list[tuple[str, cty.CtyType]] = []
         for prop in block.body.props:
             if prop.name == "//":
                 continue
@@ -750,8 +908,6 @@ class _Decoder:
                 )
                 continue
             given = self.expr_value(prop.value, path)
-            if given is None:
-                continue
             try:
                 value, ty = convert(given[0], given[1], spec.elem)
             except ConversionError as exc:
@@ -761,27 +917,32 @@ class _Decoder:
                     prop.value.where,
                     path,
                 )
-                continue
+                value, ty = UNKNOWN, spec.elem
             values[prop.name] = value
-            types.add(ty)
-        if len(types) > 1:
-            self.error(
-                "Invalid attribute value",
-                f"Invalid value for attribute of {_q(spec.name)} block: values must all have "
-                "the same type.",
-                block.where,
-                block.path,
-            )
-            return None, cty.Map(spec.elem)
-        return values, cty.Map(types.pop() if types else spec.elem)
+            types.append((prop.name, ty))
+        if not values:
+            return {}, cty.Map(spec.elem)
+        _collection_panic("map", types, block.path, spec)
+        return values, cty.Map(_element_type(types, spec.elem))
 
     # -- expressions --------------------------------------------------------------
 
-    def expr_value(self, value: JValue, path: Path) -> TV | None:
-        """A JSON value as an HCL expression; strings are templates. None on error."""
+    def expr_value(self, value: JValue, path: Path) -> TV:
+        """A JSON value as an HCL expression; strings are templates.
+
+        A part that fails (a template the agent refuses) is :data:`UNKNOWN`, with
+        the type the agent gives it: ``string`` for a template with text around
+        its interpolation, ``any`` for a lone interpolation or an object whose
+        keys could not be evaluated.
+        """
         if value.kind == "string":
-            text = self.template(str(value.value), value.where, path)
-            return None if text is None else (text, cty.STRING)
+            raw = str(value.value)
+            text = self.template(raw, value.where, path)
+            if text is None:
+                parts = _template_parts(raw) or []
+                alone = len(parts) == 1 and parts[0][0] == "interp"
+                return UNKNOWN, cty.DYNAMIC if alone else cty.STRING
+            return text, cty.STRING
         if value.kind == "number":
             return value.value, cty.NUMBER
         if value.kind == "bool":
@@ -789,25 +950,16 @@ class _Decoder:
         if value.kind == "null":
             return None, cty.DYNAMIC
         if value.kind == "array":
-            items: list[object] = []
-            types: list[cty.CtyType] = []
-            ok = True
-            for i, item in enumerate(value.items):
-                got = self.expr_value(item, (*path, i))
-                if got is None:
-                    ok = False
-                    continue
-                items.append(got[0])
-                types.append(got[1])
-            return (items, cty.Tuple(types)) if ok else None
+            pairs = [self.expr_value(item, (*path, i)) for i, item in enumerate(value.items)]
+            return [v for v, _ in pairs], cty.Tuple([t for _, t in pairs])
         obj: dict[str, object] = {}
         attr_types: dict[str, cty.CtyType] = {}
-        ok = True
+        known = True
         for prop in value.props:
             key = self.template(prop.name, prop.where, (*path, prop.name))
             got = self.expr_value(prop.value, (*path, prop.name))
-            if key is None or got is None:
-                ok = False
+            if key is None:
+                known = False
                 continue
             if key in obj:
                 self.error(
@@ -816,32 +968,130 @@ class _Decoder:
                     prop.where,
                     (*path, key),
                 )
-                ok = False
                 continue
             obj[key] = got[0]
             attr_types[key] = got[1]
-        return (obj, cty.Object(attr_types)) if ok else None
+        return (obj, cty.Object(attr_types)) if known else (UNKNOWN, cty.DYNAMIC)
 
     def template(self, text: str, where: Source, path: Path) -> str | None:
-        """Evaluate a JSON string as Nomad does: a template with no variables.
+        """Evaluate a JSON string as Nomad does: a template, with functions but no variables.
 
-        Only literal text is supported: ``$${`` and ``%%{`` stand for ``${`` and
-        ``%{``; an interpolation or directive is reported.
+        Literal text comes back (``$${`` and ``%%{`` stand for ``${`` and ``%{``).
+        A variable in an interpolation gets the agent's own diagnostic
+        (``Variables not allowed``); any other interpolation or directive is
+        reported too, because the launcher does not evaluate expressions (the
+        agent would, with HCL's standard functions).
         """
-        if _TEMPLATE_START.search(text.replace("$${", "").replace("%%{", "")) is None:
-            return text.replace("$${", "${").replace("%%{", "%{")
-        self.error(
-            "Unsupported template",
-            f"The string {_q(text)} holds a template interpolation or directive; the "
-            "launcher (like a Nomad agent, which has no variables here) takes only literal "
-            'text. Write "$${" for a literal "${".',
-            where,
-            path,
-        )
+        parts = _template_parts(text)
+        if parts is None:
+            self.error(
+                "Unsupported template",
+                f"The string {_q(text)} holds an unterminated template sequence. Write "
+                '"$${" for a literal "${" and "%%{" for a literal "%{".',
+                where,
+                path,
+            )
+            return None
+        literal = [p for kind, p in parts if kind == "text"]
+        sequences = [(kind, p) for kind, p in parts if kind != "text"]
+        if not sequences:
+            return "".join(literal)
+        variables = [name for _, expr in sequences for name in _variables(expr)]
+        for name in variables:
+            self.error(
+                "Variables not allowed",
+                "Variables may not be used here.",
+                where,
+                path,
+                f"a Nomad agent interpolates nothing in plugin config ({name!r} is a "
+                'variable); write the value itself, or "$${" for a literal "${"',
+            )
+        if not variables:
+            self.error(
+                "Unsupported template",
+                f"The string {_q(text)} holds a template expression; the launcher does not "
+                "evaluate these (a Nomad agent would, with HCL's standard functions but no "
+                'variables). Write the resulting value instead, or "$${" for a literal "${".',
+                where,
+                path,
+            )
         return None
 
 
-_TEMPLATE_START: Final = re.compile(r"[$%]\{")
+def _template_parts(text: str) -> list[tuple[str, str]] | None:
+    """Split a template into ("text", s) and ("interp"|"directive", expr) parts.
+
+    None when a sequence is never closed.
+    """
+    parts: list[tuple[str, str]] = []
+    buf: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch in "$%" and text.startswith(ch + ch + "{", i):
+            buf.append(ch + "{")
+            i += 3
+            continue
+        if ch in "$%" and text.startswith(ch + "{", i):
+            end = _sequence_end(text, i + 2)
+            if end is None:
+                return None
+            if buf:
+                parts.append(("text", "".join(buf)))
+                buf = []
+            inner = text[i + 2 : end].strip()
+            inner = inner.removeprefix("~").removesuffix("~").strip()
+            parts.append(("interp" if ch == "$" else "directive", inner))
+            i = end + 1
+            continue
+        buf.append(ch)
+        i += 1
+    if buf:
+        parts.append(("text", "".join(buf)))
+    return parts
+
+
+def _sequence_end(text: str, i: int) -> int | None:
+    """The index of the ``}`` closing a template sequence whose body starts at ``i``."""
+    depth = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            i += 1
+            while i < len(text) and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif ch in "{[(":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "}":
+            if depth == 0:
+                return i
+            depth -= 1
+        i += 1
+    return None
+
+
+_WORD: Final = re.compile(
+    r'"(?:[^"\\]|\\.)*"|([A-Za-z_][A-Za-z0-9_-]*)(\s*\()?|\.[A-Za-z_][A-Za-z0-9_-]*'
+)
+_KEYWORDS: Final = frozenset(
+    {"true", "false", "null", "for", "in", "if", "else", "endif", "endfor"}
+)
+
+
+def _variables(expr: str) -> list[str]:
+    """The variable references (root names of traversals) in an HCL expression's text."""
+    out = []
+    for m in _WORD.finditer(expr):
+        name, call = m.group(1), m.group(2)
+        if name is None or call or name in _KEYWORDS:
+            continue
+        before = expr[: m.start()].rstrip()
+        if before.endswith(".") or (before and before[-1].isdigit()):
+            continue
+        out.append(name)
+    return out
 
 
 # -------------------------------------------------------------- conversions
@@ -947,6 +1197,27 @@ def _unify(types: Sequence[cty.CtyType]) -> cty.CtyType | None:
                 return None
             attrs[name] = sub
         return cty.Object(attrs)
+    if all(isinstance(t, cty.List | cty.Tuple) for t in concrete) and any(
+        isinstance(t, cty.List) for t in concrete
+    ):
+        # Tuples are lists in disguise (a literal default []): unify every element.
+        elem_types = [
+            e
+            for t in concrete
+            for e in (t.elems if isinstance(t, cty.Tuple) else (t.elem,))  # type: ignore[attr-defined]
+        ]
+        sub = _unify(elem_types)
+        return None if sub is None else cty.List(sub)
+    collections = [t for t in concrete if isinstance(t, cty.List | cty.Set | cty.Map)]
+    if len(collections) == len(concrete) and all(type(t) is type(first) for t in concrete):
+        sub = _unify([t.elem for t in collections])
+        if sub is None:
+            return None
+        return (
+            cty.List(sub)
+            if isinstance(first, cty.List)
+            else (cty.Set(sub) if isinstance(first, cty.Set) else cty.Map(sub))
+        )
     if all(isinstance(t, cty.Tuple) for t in concrete):
         tuples = [t for t in concrete if isinstance(t, cty.Tuple)]
         size = len(tuples[0].elems)
@@ -1040,6 +1311,8 @@ def convert(value: object, src: cty.CtyType, dst: cty.CtyType) -> TV:
         return None, dst
     if not _convertible(src, dst):
         raise ConversionError(_mismatch(src, dst))
+    if value is UNKNOWN:
+        return UNKNOWN, dst
     if _is_primitive(dst):
         return _convert_primitive(value, src, dst), dst
     if isinstance(dst, cty.Object):
@@ -1161,7 +1434,7 @@ def _levenshtein(a: str, b: str) -> int:
     return prev[-1]
 
 
-def _suggest(given: str, names: Iterable[str]) -> str:
+def name_suggestion(given: str, names: Iterable[str]) -> str:
     """hcl's ``nameSuggestion``: the first name within edit distance 2."""
     for name in names:
         if _levenshtein(given, name) < 3:

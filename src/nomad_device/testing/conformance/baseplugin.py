@@ -18,7 +18,7 @@ from nomad_device.host import CallError, DevicePluginClient
 from nomad_device.testing.conformance.checks import Status
 from nomad_device.testing.conformance.suite import Suite
 
-__all__ = ["config_schema", "plugin_info", "set_config"]
+__all__ = ["config_schema", "plugin_info", "schema_safe", "set_config"]
 
 # hashicorp/go-version's notion of a version: digits with dots, optional
 # pre-release and build metadata, an optional leading "v".
@@ -81,6 +81,7 @@ def config_schema(suite: Suite, client: DevicePluginClient, timeout: float) -> A
     if pb.WhichOneof("block") is None:
         # An empty spec: go's Convert yields no decoder; Nomad accepts no config.
         suite.put("config-schema", Status.PASS, "no schema (the plugin takes no config)")
+        suite.put("schema-safe", Status.PASS, "no schema, nothing to decode")
         return hclspec.Object({})
     try:
         spec = hclspec.from_proto(pb)
@@ -92,6 +93,7 @@ def config_schema(suite: Suite, client: DevicePluginClient, timeout: float) -> A
     if problems:
         suite.put("config-schema", Status.FAIL, "; ".join(problems))
         return None
+    schema_safe(suite, spec)
     names = sorted(spec.attributes) if isinstance(spec, hclspec.Object) else []
     if not isinstance(spec, hclspec.Object):
         suite.put(
@@ -106,6 +108,34 @@ def config_schema(suite: Suite, client: DevicePluginClient, timeout: float) -> A
             f"{len(names)} setting(s): {', '.join(names) or '(none)'}",
         )
     return spec
+
+
+def schema_safe(suite: Suite, spec: Any) -> None:
+    """Look for configs that make the agent panic, and show one for each way found."""
+    from nomad_device.wire import agentfile, schemasafety
+
+    names = agentfile.block_names(suite.command)
+    label = suite.config_block.name if suite.config_block and suite.config_block.name else None
+    found = schemasafety.hazards(spec, label or (names[-1] if names else "plugin"))
+    if not found:
+        suite.put(
+            "schema-safe",
+            Status.PASS,
+            "no combination of set and unset settings gives values of different types",
+        )
+        return
+    evidence = []
+    for hazard in found:
+        evidence.append(f"{hazard.where}: {hazard.problem} (crashes {hazard.when})")
+        evidence.append("this agent config crashes the agent:\n" + hazard.config.rstrip("\n"))
+        evidence.append(f"panic: {hazard.panic[:300]}")
+    always = [h.where for h in found if h.when == schemasafety.ALWAYS]
+    summary = (
+        f"every config crashes a Nomad agent ({', '.join(always)})"
+        if always
+        else f"a Nomad agent crashes on some configs: {', '.join(h.where for h in found)}"
+    )
+    suite.put("schema-safe", Status.FAIL, summary, evidence)
 
 
 def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: float) -> bytes | None:
@@ -125,6 +155,9 @@ def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: flo
         label = "the given JSON config"
         try:
             data = defaults.config_from_json(spec, suite.options.config_json)
+        except defaults.AgentCrash as exc:
+            suite.put("set-config", Status.FAIL, f"the given JSON config: {exc}")
+            return None
         except (defaults.ConfigBodyError, ValueError) as exc:
             suite.put(
                 "set-config",
@@ -185,33 +218,32 @@ def _block_label(suite: Suite) -> str:
 
 
 def _encode_block(suite: Suite, spec: Any, label: str) -> bytes | None:
-    """The bytes a Nomad agent sends for the agent file's block (None when it would refuse)."""
-    from nomad_device.wire import cty, hcldec
+    """The bytes a Nomad agent sends for the agent file's block (None when it would not)."""
+    from nomad_device.wire import agentconfig
 
     block = suite.config_block
     assert block is not None
     origin = os.fspath(suite.options.config_file or "config")
-    try:
-        compiled = hcldec.compile_spec(spec)
-    except hcldec.SchemaError as exc:
-        suite.put("set-config", Status.FAIL, f"the schema cannot decode a config: {exc}")
+    result = agentconfig.from_body(block.config, spec, origin)
+    if result.outcome == "panic":
+        suite.put("set-config", Status.FAIL, f"{label}: {result.explanation}")
         return None
-    decoded = hcldec.decode(compiled, block.config)
-    if not decoded.ok:
-        problems = [d.render(origin) for d in decoded.diagnostics]
+    if result.stage == "schema":
+        suite.put(
+            "set-config", Status.FAIL, f"the schema cannot decode a config: {result.messages[0]}"
+        )
+        return None
+    if not result.ok:
+        problems = result.explanation.split("\n")
         suite.put(
             "set-config",
             Status.FAIL,
-            f"{label} does not fit the schema ({len(problems)} problem(s)); a Nomad agent "
-            "would refuse to start",
+            f"{label} does not fit the schema ({len(result.messages)} problem(s)); a Nomad "
+            "agent would refuse to start",
             problems,
         )
         return None
-    try:
-        return hcldec.encode(decoded)
-    except (cty.CtyEncodeError, ValueError) as exc:
-        suite.put("set-config", Status.FAIL, f"{label} does not encode: {exc}")
-        return None
+    return result.data
 
 
 def _literal_problems(spec: Any) -> Iterable[str]:

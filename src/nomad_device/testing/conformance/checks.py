@@ -130,6 +130,21 @@ CHECKS: tuple[Check, ...] = (
         "5",
     ),
     Check(
+        "schema-safe",
+        "No config can make the schema crash a Nomad agent",
+        "Nomad decodes labelled blocks (a BlockMap) into one cty map, and go-cty panics when "
+        "the map's elements differ in type: the agent dies, with every job on the node. A "
+        "Default whose Literal has a type of its own ([] is an empty tuple, {} an empty "
+        "object, null has none) does that as soon as one labelled block sets the setting and "
+        "another does not; a setting of type any inside a block map crashes the agent on "
+        "every config, and any as a BlockAttrs element type on mixed values.",
+        "Give list, set and map settings inside labelled blocks no Literal default (leave "
+        "them optional and apply the default in the plugin, as the SDK's dataclass schemas "
+        "do), make every Literal's type the attribute's own, and use concrete types, not "
+        "any, inside block maps and block attributes. The failing config is printed.",
+        "5",
+    ),
+    Check(
         "set-config",
         "SetConfig accepts the config Nomad would send",
         "With no config block Nomad still decodes an empty body against the schema, applies "

@@ -104,7 +104,10 @@ class ConformanceReport:
             finding = r.status in (Status.FAIL, Status.WARN)
             if finding or verbose:
                 for item in r.evidence:
-                    lines.extend(_wrap(f"- {item}", 8, hanging=2))
+                    # A multi-line item (a config file) is shown as it is, to copy.
+                    first, *rest = item.split("\n")
+                    lines.extend(_wrap(f"- {first}", 8, hanging=2))
+                    lines.extend(" " * 10 + line if line else "" for line in rest)
             if finding:
                 lines.extend(_wrap(f"why: {r.check.why}", 8, hanging=5))
                 lines.extend(_wrap(f"fix: {r.fix}", 8, hanging=5))

@@ -1,0 +1,206 @@
+"""The SDK decodes agent files exactly as a Nomad v2.0.5 agent does: checked against Go.
+
+``interop/bin/agentcfg`` runs the agent's path on the libraries and versions
+Nomad pins (HCL 1 ``v1.0.1-nomad-1``, ``hcl/v2 v2.20.2-nomad-1``, go-cty
+``v1.19.0``), fed each plugin's spec as the plugin sends it over the wire
+(the ``ConfigSchema`` message). Generated agent files for every ready-made
+plugin and the SDK's test plugins go through both; they must agree on
+accepting, refusing or crashing, and on the SetConfig bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentgen import Case, cases, disagreement, python, spec_b64
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nomad_device.host import DevicePluginClient
+from nomad_device.wire import hclspec
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+#: Every plugin whose schema is checked: the ready-made ones and the SDK's test plugins.
+PLUGINS: dict[str, list[str]] = {
+    "nomad-device-example": [PY, "-m", "nomad_device.plugins.example"],
+    "nomad-device-generic": [PY, "-m", "nomad_device.plugins.generic"],
+    "nomad-device-nvidia": [PY, "-m", "nomad_device.plugins.nvidia"],
+    "config_plugin": [PY, str(ROOT / "tests/plugins/config_plugin.py")],
+    "sdk_plugin": [PY, str(ROOT / "tests/plugins/sdk_plugin.py")],
+    "needs_config": [PY, str(ROOT / "tests/conformance/fixtures/needs_config.py")],
+    "unsafe_schema": [PY, str(ROOT / "tests/conformance/fixtures/unsafe_schema.py")],
+}
+
+#: Generated files per plugin; with the fixed corpus below, a few thousand in all.
+EXAMPLES = 400
+
+COMPARED: dict[str, int] = {}
+
+
+@pytest.fixture(scope="module")
+def wire_specs() -> dict[str, tuple[Any, hclspec.Spec]]:
+    """Each plugin's ConfigSchema message, fetched from the running plugin."""
+    out = {}
+    for label, command in PLUGINS.items():
+        with DevicePluginClient.launch(command, start_timeout=60) as client:
+            pb = client.schema_proto()
+        out[label] = (pb, hclspec.from_proto(pb))
+    return out
+
+
+@pytest.fixture(scope="module")
+def go_agent(interop_bin: Path) -> Iterator[Callable[[Case, Any], dict[str, Any]]]:
+    proc = subprocess.Popen(
+        [str(interop_bin / "agentcfg")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        errors="surrogateescape",
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def ask(case: Case, spec_pb: Any) -> dict[str, Any]:
+        request = {"id": "1", "spec": spec_b64(spec_pb), "file": case.text, "plugin": case.label}
+        proc.stdin.write(json.dumps(request) + "\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line, "agentcfg exited"
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    yield ask
+    proc.stdin.close()
+    proc.wait(10)
+
+
+def _check(case: Case, label: str, specs: dict[str, tuple[Any, hclspec.Spec]], go: Any) -> None:
+    spec_pb, spec = specs[label]
+    py_answer = python(case, spec)
+    go_answer = go(case, spec_pb)
+    COMPARED[label] = COMPARED.get(label, 0) + 1
+    problem = disagreement(py_answer, go_answer)
+    assert problem is None, f"{label} ({case.note}):\n{case.text}\n{problem}"
+
+
+@pytest.mark.parametrize("label", list(PLUGINS))
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_generated_agent_files_decode_as_in_go(
+    label: str, data: st.DataObject, wire_specs: dict[str, tuple[Any, hclspec.Spec]], go_agent: Any
+) -> None:
+    case = data.draw(cases(wire_specs[label][1], label), label="case")
+    _check(case, label, wire_specs, go_agent)
+
+
+# ------------------------------------------------------------- a fixed corpus
+
+_SERIAL = (
+    'device "serial" {\n      usb {\n        vendor_id  = "1a86"\n'
+    '        product_id = "7523"\n      }\n    }'
+)
+_KVM = 'device "kvm" {\n      paths = ["/dev/kvm"]\n      share = 4\n    }'
+
+
+def _file(label: str, *items: str) -> str:
+    inner = "".join(f"    {item}\n" for item in items)
+    return f'plugin "{label}" {{\n  config {{\n{inner}  }}\n}}\n'
+
+
+_G = "nomad-device-generic"
+_U = "unsafe_schema"
+#: The classes of the issue's corpus, each for the plugin whose schema it concerns:
+#: (plugin, file text, the outcome a Nomad v2.0.5 agent gives).
+CORPUS: list[tuple[str, str, str]] = [
+    (_G, _file(_G, _SERIAL, _KVM), "accept"),
+    (_G, _file(_G, _KVM, _SERIAL), "accept"),
+    (_G, _file(_G, _KVM, 'device "empty" {}'), "accept"),
+    (_G, _file(_G, 'device "a" {\n paths = []\n }', 'device "b" {}', _KVM), "accept"),
+    (_G, _file(_G, _SERIAL, _KVM, 'device "p" {\n probe {\n command = ["true"]\n }\n }'), "accept"),
+    (
+        _G,
+        _file(_G, 'device "e" {\n env {\n A = "1"\n }\n attributes {\n x = "1"\n }\n }', _KVM),
+        "accept",
+    ),
+    (_G, _file(_G, 'device "u" {\n usb {}\n usb {}\n group_per_device = true\n }', _KVM), "accept"),
+    (_U, _file(_U, 'slot "a" {\n names = ["x"]\n }', 'slot "b" {}'), "panic"),
+    (_U, _file(_U, 'slot "b" {}', 'slot "a" {\n names = ["x"]\n }'), "panic"),
+    (_U, _file(_U, 'slot "a" {\n names = []\n }', 'slot "b" {}'), "panic"),
+    (_U, _file(_U, 'slot "a" {}', 'slot "b" {}', 'slot "c" {\n names = ["x"]\n }'), "panic"),
+    (_U, _file(_U, 'slot "a" {\n names = ["x"]\n }', 'slot "b" {\n names = []\n }'), "accept"),
+    (_U, _file(_U, 'queue {\n names = ["x"]\n }', "queue {}"), "accept"),
+    (
+        _G,
+        '{"plugin": [{"nomad-device-generic": [{"config": [{"device": '
+        '[{"kvm": [{"paths": ["/dev/kvm"], "share": 4}]}]}]}]}]}',
+        "accept",
+    ),
+    (
+        _G,
+        '{"plugin": {"nomad-device-generic": {"config": {"fingerprint_period": "5s"}}}}',
+        "accept",
+    ),
+    (
+        _G,
+        '{"plugin": {"nomad-device-generic": {"config": {"device": {"kvm": '
+        '{"paths": ["/dev/kvm"], "share": 4}}}}}}',
+        "refuse",
+    ),
+    (_G, _file(_G, _KVM) + _file(_G, 'device "null" {\n paths = ["/dev/null"]\n }'), "accept"),
+    (
+        _G,
+        f'plugin "{_G}" {{\n  config {{\n    fingerprint_period = "1s"\n    {_KVM}\n  }}\n'
+        f'  config {{\n    fingerprint_period = "2s"\n    {_SERIAL}\n  }}\n}}\n',
+        "accept",
+    ),
+    (_G, _file(_G, 'device "x" {\n paths = ["${attr.kernel.name}"]\n }'), "refuse"),
+    (_G, _file(_G, 'fingerprint_period = "${node.unique.id}"'), "refuse"),
+]
+
+
+@pytest.mark.parametrize(("label", "text", "outcome"), CORPUS)
+def test_the_issue_corpus_decodes_as_in_go(
+    label: str,
+    text: str,
+    outcome: str,
+    wire_specs: dict[str, tuple[Any, hclspec.Spec]],
+    go_agent: Any,
+) -> None:
+    case = Case(label, text, text.startswith("{"), "corpus")
+    _check(case, label, wire_specs, go_agent)
+    assert python(case, wire_specs[label][1])["outcome"] == outcome
+
+
+def test_the_failing_configs_the_safety_check_prints_crash_go_too(
+    wire_specs: dict[str, tuple[Any, hclspec.Spec]], go_agent: Any
+) -> None:
+    from nomad_device.wire import schemasafety
+
+    for label, (_, spec) in wire_specs.items():
+        for hazard in schemasafety.hazards(spec, label):
+            answer = go_agent(Case(label, hazard.config, False, "hazard"), wire_specs[label][0])
+            assert answer["outcome"] == "panic", (label, hazard.config, answer)
+            COMPARED[label] = COMPARED.get(label, 0) + 1
+
+
+def test_report_how_many_configs_were_compared() -> None:
+    """Not a check: prints the count the closing note quotes (run with -s)."""
+    total = sum(COMPARED.values())
+    print(f"\nagent configs compared with Go: {total} ({COMPARED})")
+    assert total > 0 or not COMPARED
