@@ -18,23 +18,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from nomad_device.cli import nomadjson, render
 from nomad_device.cli.console import Console
-from nomad_device.cli.session import (
-    PluginError,
-    PluginSession,
-    SignalGuard,
-    StreamEnded,
-    StreamPump,
-    display_name,
-)
+from nomad_device.cli.process import SignalGuard
 from nomad_device.constants import DEVICE_API_VERSION
-from nomad_device.host import CallError, DevicePluginClient
 from nomad_device.model import DeviceGroup, PluginInfo
-from nomad_device.wire import agentconfig, agentfile, hclspec
-from nomad_device.wire.hcldec import Decoded, JValue, SchemaError, compile_spec
+from nomad_device.wire import hclspec
+
+if TYPE_CHECKING:
+    from nomad_device.cli.session import PluginSession, StreamPump
+    from nomad_device.host import DevicePluginClient
+    from nomad_device.wire.hcldec import Decoded, JValue
+
+# Talking to a plugin (grpc, the host client) and reading agent files are
+# imported by the methods that do it: `check` against node files or a cluster
+# does neither, and the imports are a fifth of its start-up.
 
 __all__ = ["App", "Failure", "Opened", "Options"]
 
@@ -142,6 +142,8 @@ class App:
 
     def load_config(self) -> None:
         """Read --config / --config-json before launching (a plugin block may add args)."""
+        from nomad_device.wire import agentfile
+
         opts = self.opts
         try:
             if opts.config_json is not None:
@@ -165,6 +167,8 @@ class App:
             raise Failure(str(exc)) from None
 
     def launch(self) -> tuple[PluginSession, DevicePluginClient]:
+        from nomad_device.cli.session import PluginError, PluginSession, display_name
+
         if not self.opts.plugin:
             raise Failure("no plugin given: add PLUGIN [ARGS...] or -- PLUGIN [ARGS...]", 2)
         session = PluginSession(
@@ -190,6 +194,8 @@ class App:
 
     def open(self, *, configure: bool = True) -> Opened:
         """Launch, then PluginInfo, ConfigSchema and (unless told not to) SetConfig."""
+        from nomad_device.host import CallError
+
         self.load_config()
         session, client = self.launch()
         try:
@@ -221,6 +227,8 @@ class App:
         Where the agent would refuse the config, or crash on it, so does this,
         with the agent's words and what to write instead.
         """
+        from nomad_device.wire import agentconfig
+
         if spec is None:
             if self.config_body is not None and self.config_body.props:
                 raise Failure(
@@ -241,7 +249,7 @@ class App:
 
     def warn_unsafe(self, spec: hclspec.Spec) -> None:
         """Say so when some config could make this schema crash a Nomad agent."""
-        from nomad_device.wire import schemasafety
+        from nomad_device.wire import agentfile, schemasafety
 
         names = agentfile.block_names(self.opts.plugin)
         label = self.block_label or (names[-1] if names else "plugin")
@@ -261,6 +269,9 @@ class App:
     def first_fingerprint(
         self, opened: Opened
     ) -> tuple[StreamPump[list[DeviceGroup]], list[DeviceGroup]]:
+        from nomad_device.cli.session import StreamEnded, StreamPump
+        from nomad_device.host import CallError
+
         pump = StreamPump(opened.client.fingerprint(), "fingerprint")
         try:
             groups = pump.get(self.opts.timeout)
@@ -286,6 +297,9 @@ class App:
     # -- commands -----------------------------------------------------------------
 
     def cmd_info(self) -> int:
+        from nomad_device.host import CallError
+        from nomad_device.wire.hcldec import SchemaError, compile_spec
+
         self.load_config()
         _, client = self.launch()
         try:
@@ -311,6 +325,8 @@ class App:
         return 0
 
     def cmd_schema(self) -> int:
+        from nomad_device.host import CallError
+
         self.load_config()
         _, client = self.launch()
         try:
@@ -357,6 +373,9 @@ class App:
         return 0
 
     def cmd_fingerprint(self) -> int:
+        from nomad_device.cli.session import StreamEnded
+        from nomad_device.host import CallError
+
         opened = self.open()
         pump, groups = self.first_fingerprint(opened)
         if not self.opts.watch:
@@ -399,6 +418,9 @@ class App:
         self.console.live(head + "\n" + text)
 
     def cmd_stats(self) -> int:
+        from nomad_device.cli.session import StreamEnded, StreamPump
+        from nomad_device.host import CallError
+
         opened = self.open()
         fingerprint, _ = self.first_fingerprint(opened)
         interval = self.opts.interval
@@ -433,6 +455,8 @@ class App:
         return 0
 
     def cmd_reserve(self) -> int:
+        from nomad_device.host import CallError
+
         if not self.opts.ids:
             raise Failure("reserve needs at least one device ID", 2)
         opened = self.open()
