@@ -312,13 +312,18 @@ def test_tcp_without_auto_mtls_is_refused(private_tmpdir: Path) -> None:
     from nomad_device.goplugin.client import PluginError
 
     lines: list[str] = []
-    with pytest.raises(PluginError):
-        DevicePluginClient.launch(
+    try:
+        client = DevicePluginClient.launch(
             [sys.executable, str(SDK_PLUGIN)],
             env=_plugin_env(GOPLUGIN_PY_NETWORK="tcp"),
             on_log=lambda entry: lines.append(entry.message),
             start_timeout=30,
         )
+    except PluginError:
+        pass
+    else:
+        client.kill()  # never left listening, even where the refusal is missing
+        pytest.fail(f"the plugin listened on {client.reattach_config.address} in clear text")
     assert any("tcp needs AutoMTLS" in line for line in lines), lines
 
 
