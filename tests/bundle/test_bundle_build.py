@@ -25,7 +25,7 @@ from nomad_device.bundle.collect import (
 )
 from nomad_device.host import DevicePluginClient
 
-from .bundle_support import build, node_env, node_python, payload, tiny_bundle
+from .bundle_support import build, node_env, node_python, payload, tiny_bundle, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOTSTRAP = ROOT / "src" / "nomad_device" / "bundle" / "bootstrap.py"
@@ -271,7 +271,7 @@ def test_glibc_floor_is_what_the_elf_files_reference() -> None:
 
     objdump = sh.which("objdump")
     if objdump is None:
-        pytest.skip("objdump (binutils) is needed to cross-check")
+        unavailable("objdump (binutils) is needed to cross-check")
     libraries = sorted(Path(grpc.__file__).parent.rglob("*.so"))
     assert libraries
     for library in libraries:
