@@ -122,3 +122,89 @@ def test_the_last_plugin_block_with_a_label_is_used_whole(tmp_path: Path) -> Non
     value = _config(result.stdout)["Config"]
     assert isinstance(value, dict)
     assert (value["fingerprint_period"], value["vanished_grace"]) == ("30s", "1m")
+
+
+# -- a directory and several -c, as `nomad agent -config` reads them ------------------
+#
+# Each case below was also run through a real Nomad v2.0.5 agent by hand (a recording
+# plugin in plugin_dir, -config=DIR or two -config paths): the agent's SetConfig bytes
+# equalled the launcher's in every case, and it refused the broken file as here.
+
+KVM_BLOCK = (
+    'plugin "nomad-device-generic" {\n  config {\n    device "kvm" {\n'
+    '      paths = ["/dev/kvm"]\n    }\n  }\n}\n'
+)
+SERIAL_BLOCK = (
+    'plugin "nomad-device-generic" {\n  config {\n    device "serial" {\n'
+    '      usb {\n        vendor_id = "1a86"\n      }\n    }\n  }\n}\n'
+)
+
+
+def _devices(*paths: str) -> list[str]:
+    result = run_cli("config", "--json", *[a for p in paths for a in ("-c", p)], "--", *GENERIC)
+    assert result.returncode == 0, result.stderr
+    value = _config(result.stdout)["Config"]
+    assert isinstance(value, dict)
+    return sorted(value["device"])
+
+
+def test_a_directory_is_read_in_name_order_and_a_later_config_replaces_an_earlier(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path / "20-serial.hcl", SERIAL_BLOCK)
+    _write(tmp_path / "10-kvm.hcl", KVM_BLOCK)
+    result = run_cli("config", "--json", "-c", str(tmp_path), "--", *GENERIC)
+    assert result.returncode == 0, result.stderr
+    assert '20-serial.hcl:1: plugin "nomad-device-generic" replaces the config' in result.stderr
+    assert _devices(str(tmp_path)) == ["serial"]
+
+
+def test_a_directory_skips_what_the_agent_skips(tmp_path: Path) -> None:
+    _write(tmp_path / "a.hcl", KVM_BLOCK)
+    for name in ("b.hcl~", ".#c.hcl", "#d.hcl#", "notes.txt"):
+        _write(tmp_path / name, "broken {{")
+    (tmp_path / "sub").mkdir()
+    _write(tmp_path / "sub" / "e.hcl", "broken {{")
+    assert _devices(str(tmp_path)) == ["kvm"]
+
+
+def test_a_later_block_without_config_keeps_the_earlier_config_and_adds_its_args(
+    tmp_path: Path,
+) -> None:
+    _write(tmp_path / "10.hcl", KVM_BLOCK)
+    _write(tmp_path / "20.hcl", 'plugin "nomad-device-generic" {\n  config {}\n}\n')
+    _write(tmp_path / "30.json", json.dumps({"plugin": {"nomad-device-generic": {"args": ["-v"]}}}))
+    assert _devices(str(tmp_path)) == ["kvm"]
+    from nomad_device.wire.agentfile import parse_agent_file
+
+    block = parse_agent_file(tmp_path).select([], "nomad-device-generic")
+    assert block.args == ["-v"]
+    assert block.origin == str(tmp_path / "10.hcl")
+
+
+def test_several_config_paths_merge_in_the_order_given(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    _write(tmp_path / "d" / "serial.hcl", SERIAL_BLOCK)
+    kvm = _write(tmp_path / "kvm.hcl", KVM_BLOCK)
+    assert _devices(str(tmp_path / "d"), kvm) == ["kvm"]
+    assert _devices(kvm, str(tmp_path / "d")) == ["serial"]
+
+
+def test_a_broken_file_in_a_directory_is_named(tmp_path: Path) -> None:
+    _write(tmp_path / "10.hcl", KVM_BLOCK)
+    broken = _write(tmp_path / "20.hcl", 'plugin "nomad-device-generic" {\n  config {\n')
+    result = run_cli("config", "-c", str(tmp_path), "--", *GENERIC)
+    assert result.returncode == 1
+    assert f"{broken}:3: invalid HCL, the agent refuses to start" in result.stderr
+
+
+def test_an_error_in_a_merged_config_points_into_its_own_file(tmp_path: Path) -> None:
+    _write(tmp_path / "10.hcl", KVM_BLOCK)
+    late = _write(
+        tmp_path / "20.hcl",
+        'plugin "nomad-device-generic" {\n  config {\n    devices = {}\n  }\n}\n',
+    )
+    result = run_cli("config", "-c", str(tmp_path), "--", *GENERIC)
+    assert result.returncode == 1
+    assert f"{late}:3" in result.stderr
+    assert 'No argument or block type is named "devices". Did you mean "device"?' in (result.stderr)

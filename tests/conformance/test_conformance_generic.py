@@ -91,3 +91,19 @@ def test_the_issue_17_agent_file_conforms(text: str, tmp_path: Path) -> None:
     report.assert_ok()
     assert report.result("schema-safe").status.value == "pass"
     assert "accepted" in report.result("set-config").summary
+
+
+def test_an_agent_config_directory_conforms_with_the_block_the_agent_uses(
+    tmp_path: Path,
+) -> None:
+    """``-config=DIR``: files in name order, a later block's config replacing an earlier."""
+    (tmp_path / "10-old.hcl").write_text(
+        'plugin "nomad-device-generic" {\n  config {\n    devices = {}\n  }\n}\n'
+    )
+    (tmp_path / "20-issue17.hcl").write_text(ISSUE_17)
+    (tmp_path / "30-editor.hcl~").write_text("broken {{")
+    report = run_conformance(COMMAND, SuiteOptions(config_file=[tmp_path]))
+    report.assert_ok()
+    summary = report.result("set-config").summary
+    assert "accepted" in summary
+    assert "20-issue17.hcl" in summary

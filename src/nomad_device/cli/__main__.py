@@ -81,11 +81,13 @@ def _common(suppress: bool) -> argparse.ArgumentParser:
     source.add_argument(
         "-c",
         "--config",
-        metavar="FILE",
+        metavar="PATH",
         dest="config_file",
+        action="append",
         default=default(None),
-        help='agent-style HCL: plugin "<name>" { args = [...] config { ... } }, '
-        "or a bare config { ... }",
+        help='agent-style HCL or JSON: plugin "<name>" { args = [...] config { ... } }, '
+        "or a bare config { ... }; a directory reads its .hcl and .json files, and "
+        "several -c merge in order, as nomad agent -config does",
     )
     source.add_argument(
         "--config-json",

@@ -61,7 +61,8 @@ class Options:
     #: ``args`` are used only when it did not).
     plugin_args_given: bool = False
     ids: list[str] = field(default_factory=list)
-    config_file: str | None = None
+    #: ``-c`` paths (files or directories), merged in order as the agent does.
+    config_file: list[str] | None = None
     config_json: str | None = None
     plugin_name: str | None = None
     json: bool = False
@@ -151,13 +152,13 @@ class App:
                 self.config_origin = (
                     opts.config_json[1:] if opts.config_json.startswith("@") else "--config-json"
                 )
-            elif opts.config_file is not None:
-                agent = agentfile.parse_agent_file(opts.config_file)
+            elif opts.config_file:
+                agent = agentfile.parse_agent_paths(opts.config_file)
                 block = agent.select(opts.plugin, opts.plugin_name)
                 for warning in agent.warnings:
                     self.console.error(self.style.yellow(f"warning: {warning}"))
                 self.config_body = block.config
-                self.config_origin = opts.config_file
+                self.config_origin = block.origin or agent.origin
                 self.block_label = block.name
                 if block.args and not opts.plugin_args_given:
                     opts.plugin = [*opts.plugin, *block.args]

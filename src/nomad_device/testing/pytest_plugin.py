@@ -176,7 +176,7 @@ def device_plugin_conformance() -> Callable[..., ConformanceReport]:
     """Run the conformance suite: ``device_plugin_conformance(command, **options)``.
 
     Options are those of :class:`~nomad_device.testing.conformance.SuiteOptions`:
-    the plugin's config as ``config_file=`` (an agent's HCL file), ``config_json=``
+    the plugin's config as ``config_file=`` (an agent's HCL file or a directory), ``config_json=``
     (a mapping or JSON text) or ``config=`` (raw msgpack bytes), and ``timeout``,
     ``start_timeout``, ``open_window``, ``env``, ``cwd``, ``plugin_name``.
     In CI, check with ``report.assert_ok(strict=True)`` so that skips fail too.

@@ -22,6 +22,10 @@ keeping line numbers for messages, and what the agent does around it:
 - keys left over from plugin items (a JSON file's nested objects read as
   labels) make the agent refuse the file (``unexpected keys device, kvm``);
 - of several ``plugin`` blocks with one label the agent keeps the last, whole;
+- a directory is read as ``nomad agent -config=DIR`` reads it: its ``.hcl`` and
+  ``.json`` files in name order, editors' temporary files skipped; several files
+  merge as the agent merges them (a later block's ``args`` and ``config``
+  replace the earlier ones' unless empty);
 - keys a ``plugin`` block does not know are silently ignored by the agent;
   they are reported here as warnings.
 
@@ -54,11 +58,14 @@ __all__ = [
     "ConfigFileError",
     "MissingExtraError",
     "PluginBlock",
+    "agent_paths",
     "block_names",
     "heredoc_text",
     "load_hcl2",
     "load_json_config",
+    "merge_agent_files",
     "parse_agent_file",
+    "parse_agent_paths",
     "parse_agent_text",
     "plugin_file",
     "unescape_string",
@@ -111,6 +118,11 @@ class PluginBlock:
     line: int
     #: Earlier blocks with the same label, which the agent ignores.
     shadowed: list[int] = field(default_factory=list)
+    #: The file the block (and its ``line``) comes from; the config's, when merged.
+    origin: str = ""
+    #: The Go map held no key (``config {}`` or none): a later file's block then
+    #: keeps an earlier one's config.
+    empty: bool = True
 
 
 @dataclass
@@ -206,14 +218,112 @@ def block_names(command: Sequence[str]) -> list[str]:
     return names
 
 
+AgentPaths: TypeAlias = "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]"
+
+
+def agent_paths(value: AgentPaths | None) -> list[str]:
+    """The paths in a ``config_file`` option: none, one, or several in order."""
+    if value is None:
+        return []
+    if isinstance(value, str | os.PathLike):
+        return [os.fspath(value)]
+    return [os.fspath(v) for v in value]
+
+
 def parse_agent_file(path: str | os.PathLike[str]) -> AgentFile:
-    """Read an agent file (HCL or JSON) as the agent does; raise :class:`ConfigFileError`."""
+    """Read an agent file (HCL or JSON) or a directory of them as the agent does.
+
+    Raises :class:`ConfigFileError`.
+    """
     origin = os.fspath(path)
+    if os.path.isdir(origin):
+        return _parse_agent_dir(origin)
+    return _read_agent_file(origin)
+
+
+def _read_agent_file(origin: str) -> AgentFile:
     try:
-        raw = Path(path).read_bytes()
+        raw = Path(origin).read_bytes()
     except OSError as exc:
         raise ConfigFileError(f"{origin}: cannot read: {exc.strerror or exc}") from None
     return parse_agent_text(raw.decode("utf-8", "surrogateescape"), origin)
+
+
+def parse_agent_paths(paths: AgentPaths) -> AgentFile:
+    """Several ``-config`` paths (files or directories), merged in order as the agent does."""
+    names = agent_paths(paths)
+    if not names:
+        raise ConfigFileError("no agent file given")
+    merged = parse_agent_file(names[0])
+    for name in names[1:]:
+        merged = merge_agent_files(merged, parse_agent_file(name))
+    if len(names) > 1:
+        merged.origin = ", ".join(names)
+    return merged
+
+
+def _parse_agent_dir(directory: str) -> AgentFile:
+    """``nomad agent -config=DIR``: its ``.hcl`` and ``.json`` files in name order.
+
+    As the agent: entries that are directories are skipped (a link to one is not,
+    and fails to read), and so are editors' temporary files (``x.hcl~``,
+    ``.#x.hcl``, ``#x.hcl#``). An empty directory configures no plugin.
+    """
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError as exc:
+        raise ConfigFileError(f"{directory}: cannot read: {exc.strerror or exc}") from None
+    merged: AgentFile | None = None
+    for entry in entries:
+        name = entry.name
+        if entry.is_dir(follow_symlinks=False) or not name.endswith((".hcl", ".json")):
+            continue
+        if (
+            name.endswith("~")
+            or name.startswith(".#")
+            or (name.startswith("#") and name.endswith("#"))
+        ):
+            continue
+        one = _read_agent_file(os.path.join(directory, name))
+        merged = one if merged is None else merge_agent_files(merged, one)
+    if merged is None:
+        return AgentFile(directory)
+    merged.origin = directory
+    return merged
+
+
+def merge_agent_files(first: AgentFile, second: AgentFile) -> AgentFile:
+    """Two agent files as the agent merges them (``PluginConfigSetMerge``).
+
+    Blocks are matched by label; for a label in both, the second file's ``args``
+    and ``config`` replace the first's when they are not empty. An operator
+    would want to know that a later file replaced a config, so that is a warning.
+    """
+    out = AgentFile(second.origin, warnings=[*first.warnings, *second.warnings])
+    later = {b.name: b for b in second.plugins}
+    for block in first.plugins:
+        other = later.pop(block.name, None)
+        if other is None:
+            out.plugins.append(block)
+            continue
+        merged = PluginBlock(
+            block.name,
+            other.args if other.args else block.args,
+            block.config if other.empty else other.config,
+            block.line if other.empty else other.line,
+            origin=block.origin if other.empty else other.origin,
+            empty=block.empty and other.empty,
+        )
+        if not other.empty and not block.empty:
+            out.warnings.append(
+                f"{other.origin}:{other.line}: plugin {quote(str(block.name))} replaces the "
+                f"config given at {block.origin}:{block.line}; the agent uses only the later "
+                "one, whole"
+            )
+        out.plugins.append(merged)
+    out.plugins += later.values()
+    out.bare = second.bare if second.bare is not None else first.bare
+    return out
 
 
 def parse_agent_text(text: str, origin: str = "<config>") -> AgentFile:
@@ -403,7 +513,12 @@ class _Decoder:
         by_name: dict[str, PluginBlock] = {}
         for p in plugins:
             block = PluginBlock(
-                p.name, p.args, _to_json(p.config) if p.config is not None else None, p.line or 0
+                p.name,
+                p.args,
+                _to_json(p.config) if p.config is not None else None,
+                p.line or 0,
+                origin=self.origin,
+                empty=not p.config,
             )
             earlier = by_name.pop(p.name, None)
             if earlier is not None:
@@ -424,7 +539,14 @@ class _Decoder:
         if bare and not plugins:
             value = self.struct_field_map("root.config", bare, None)
             line = _line(root.items[0]) or 0
-            out.bare = PluginBlock(None, None, _to_json(value) if value is not None else None, line)
+            out.bare = PluginBlock(
+                None,
+                None,
+                _to_json(value) if value is not None else None,
+                line,
+                origin=self.origin,
+                empty=not value,
+            )
         return out
 
     def plugin_slice(self, name: str, node: hcl1.Node) -> list[_PluginValue]:

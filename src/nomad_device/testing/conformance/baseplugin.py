@@ -8,7 +8,6 @@ accepts the config the agent decodes for it.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -212,7 +211,7 @@ def _required(settings: Sequence[str]) -> str:
 def _block_label(suite: Suite) -> str:
     block = suite.config_block
     assert block is not None
-    origin = os.fspath(suite.options.config_file or "the agent file")
+    origin = block.origin or "the agent file"
     where = f'plugin "{block.name}" in {origin}' if block.name else origin
     return f"the config from {where}"
 
@@ -223,7 +222,7 @@ def _encode_block(suite: Suite, spec: Any, label: str) -> bytes | None:
 
     block = suite.config_block
     assert block is not None
-    origin = os.fspath(suite.options.config_file or "config")
+    origin = block.origin or "config"
     result = agentconfig.from_body(block.config, spec, origin)
     if result.outcome == "panic":
         suite.put("set-config", Status.FAIL, f"{label}: {result.explanation}")

@@ -49,10 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     config.add_argument(
         "-c",
         "--config",
-        metavar="FILE",
+        metavar="PATH",
         dest="config_file",
-        help='agent-style HCL: plugin "<name>" { args = [...] config { ... } }, or a bare '
-        "config { ... } (as nomad-device-launcher reads it)",
+        action="append",
+        help='agent-style HCL or JSON: plugin "<name>" { args = [...] config { ... } }, or a '
+        "bare config { ... }; a directory, or several -c, as nomad agent -config reads them "
+        "(as nomad-device-launcher reads it)",
     )
     config.add_argument(
         "--config-json",

@@ -117,7 +117,8 @@ def _agent_config(
         return command, None
     from nomad_device.wire import agentfile
 
-    block = agentfile.parse_agent_file(options.config_file).select(command, options.plugin_name)
+    agent = agentfile.parse_agent_paths(options.config_file)
+    block = agent.select(command, options.plugin_name)
     if block.args and os.path.basename(command[-1]) == agentfile.plugin_file(command):
         command = [*command, *block.args]
     return command, block

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,7 +30,8 @@ class SuiteOptions:
     The plugin's config, instead of the defaults-only config Nomad sends without
     a ``config`` block, is one of: ``config`` (raw msgpack, sent as it is),
     ``config_json`` (a config body as a mapping or JSON text), or
-    ``config_file`` (an agent's HCL file, read as the launcher reads it: the
+    ``config_file`` (an agent's HCL or JSON file, a directory of them, or
+    several paths merged in order, read as the launcher reads them: the
     ``plugin`` block named after the plugin's file, or ``plugin_name``'s, or
     a bare ``config { }``; its ``args`` are added when the command has none).
     ``timeout`` bounds the first fingerprint and every call; ``open_window`` is
@@ -44,7 +45,7 @@ class SuiteOptions:
     open_window: float = 3.0
     env: Mapping[str, str] | None = None
     cwd: str | None = None
-    config_file: str | os.PathLike[str] | None = None
+    config_file: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None
     plugin_name: str | None = None
 
 
