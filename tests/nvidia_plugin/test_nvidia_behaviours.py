@@ -347,6 +347,69 @@ def test_nvml_is_never_shut_down_under_an_event_wait(scenario: Scenarios, nvidia
     assert not [m for m in plugin.messages() if m.startswith("fake NVML:")]
 
 
+#: Drives the plugin's NVML layer in a child (the fake loads through LD_LIBRARY_PATH):
+#: one command per stdin line, one JSON answer per stdout line.
+_NVML_DRIVER = """
+import json, sys
+from nomad_device.plugins.nvidia.nvml import Nvml, Unavailable
+nvml, uuids = Nvml(), []
+for line in sys.stdin:
+    if line.strip() == "scan":
+        scan = nvml.scan()
+        uuids = uuids or [g.uuid for g in scan.gpus]
+        answer = "ok" if scan.unavailable is None else "unavailable"
+    else:
+        result = nvml.subscribe(uuids)
+        answer = (
+            result
+            if result is None
+            else result.kind
+            if isinstance(result, Unavailable)
+            else [c.uuid for c in result.coverage if c.watched]
+        )
+    print(json.dumps(answer), flush=True)
+"""
+
+
+def test_events_are_not_subscribed_between_an_nvml_restart_and_its_scan(
+    scenario: Scenarios,
+) -> None:
+    """After NVML fails as a whole it is shut down, and its handles with it. A set
+    made before the next scan registered no GPU while keyed as current, so the
+    plugin's XIDs were lost for good (seen as a flaky
+    test_nvml_is_never_shut_down_under_an_event_wait on a loaded machine)."""
+    live = scenario({"gpus": [gpu(0)]})
+    child = subprocess.Popen(
+        [sys.executable, "-c", _NVML_DRIVER],
+        env=live.env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
+
+    def ask(command: str) -> Any:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(command + "\n")
+        child.stdin.flush()
+        return json.loads(child.stdout.readline())
+
+    try:
+        assert ask("scan") == "ok"
+        assert ask("subscribe") == [gpu_uuid(0)]
+        live.update(errors=[{"call": "nvmlDeviceGetCount_v2", "target": "system", "code": 999}])
+        assert ask("scan") == "unavailable"
+        assert ask("subscribe") is None  # not a set that watches nothing
+        live.update(errors=[])
+        assert ask("subscribe") is None  # still not scanned
+        assert ask("scan") == "ok"
+        assert ask("subscribe") == [gpu_uuid(0)]
+    finally:
+        child.stdin.close()
+        child.wait(30)
+    assert child.returncode == 0
+
+
 def test_the_plugin_frees_its_event_set_and_nvml_when_it_stops(
     scenario: Scenarios, nvidia: Start
 ) -> None:

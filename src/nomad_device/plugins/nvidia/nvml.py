@@ -394,6 +394,9 @@ class Nvml:
         self._nvml: Any = None
         self._ready = False
         self._generation = 0
+        # The generation whose scan filled ``_handles``: events are registered on
+        # those handles, so not before a scan since the last (re)start.
+        self._scanned = -1
         self._handles: dict[str, Any] = {}
         self._mig_uuids: set[str] = set()
         self._uuid_at: dict[int, str] = {}
@@ -502,6 +505,7 @@ class Nvml:
                 # say what fails rather than vanish.
                 handles = {**self._handles, **handles}
             self._handles, self._mig_uuids = handles, migs
+            self._scanned = self._generation
             self._uuid_at = {
                 address: uuid
                 for uuid, handle in handles.items()
@@ -691,18 +695,20 @@ class Nvml:
 
     # -- events ------------------------------------------------------------------
 
-    def subscribe(self, uuids: Iterable[str]) -> Subscription | Unavailable:
+    def subscribe(self, uuids: Iterable[str]) -> Subscription | Unavailable | None:
         """An event set for :data:`EVENT_NAMES` on these GPUs, each type registered alone.
 
         nvml.h: registering a mask with one unsupported type registers none of
         it, so one type at a time; a type a GPU lacks is named in the coverage
-        (and polled where it can be: see the plugin).
+        (and polled where it can be: see the plugin). None when NVML has not
+        been scanned since it last (re)started: there are no handles to
+        register yet, and a set made now would watch no GPU while looking
+        current; wait for the next scan.
         """
         targets = frozenset(uuids)
         with self._lock:
-            problem = self._start([])
-            if problem is not None:
-                return problem
+            if not self._ready or self._scanned != self._generation:
+                return None
             N = self._nvml
             key = (self._generation, targets)
             try:

@@ -171,8 +171,12 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         # For events: GPU UUID -> its MIG instances' (ID, GPU instance, compute instance).
         self._children: dict[str, tuple[_Child, ...]] = {}
         self._event_gpus: frozenset[str] = frozenset()
-        # Set by detect() when the GPUs to watch change; watch() waits on it.
+        # Set by detect() when the GPUs to watch change, or NVML was scanned
+        # afresh after a restart; watch() waits on it.
         self._event_gpus_changed = Wakeup()
+        # The NVML generation of the last good scan: a new one means new handles,
+        # so watch() subscribes again (it waits for that after NVML restarts).
+        self._scanned_generation = -1
         # The earliest scan this plugin has asked the engine for (monotonic), if any.
         self._asked_for: float | None = None
         # GPU UUID -> scans in a row its identity (or NVML) failed.
@@ -264,9 +268,14 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
                 if g.uuid not in settings.ignored_gpu_ids
                 and not any(f.code == codes.GPU_IS_LOST for f in g.faults)
             )
-            if event_gpus != self._event_gpus:
+            generation = self._nvml.generation
+            if event_gpus != self._event_gpus or (
+                scan.unavailable is None and generation != self._scanned_generation
+            ):
                 self._event_gpus = event_gpus
                 self._event_gpus_changed.set()
+            if scan.unavailable is None:
+                self._scanned_generation = generation
             self._published = self._publish(records, health, settings.share)
             self._ask_for_scan(self._next_scan(records, settings, now), now)
             groups = self._published.groups
@@ -495,6 +504,9 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
                     )  # nothing to watch until a scan finds GPUs
                     continue
                 result = await self._blocking(self._nvml.subscribe, wanted[1])
+                if result is None:
+                    await self._event_gpus_changed.wait()  # NVML restarted: scan first
+                    continue
                 if isinstance(result, Unavailable):
                     self._log_watch(
                         ("unavailable", result.message),
