@@ -270,7 +270,8 @@ def _parse_agent_dir(directory: str) -> AgentFile:
     ``.#x.hcl``, ``#x.hcl#``). An empty directory configures no plugin.
     """
     try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        with os.scandir(directory) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
     except OSError as exc:
         raise ConfigFileError(f"{directory}: cannot read: {exc.strerror or exc}") from None
     merged: AgentFile | None = None
