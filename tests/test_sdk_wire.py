@@ -316,7 +316,7 @@ def test_stats_interval_zero_means_one_second(sdk: Launched) -> None:
         t0 = time.monotonic()
         second = stream.next(5)
         gap = time.monotonic() - t0
-    assert 0.7 < gap < 1.6, gap
+    assert 0.7 < gap < 3, gap  # not a busy loop (0 s), not a longer default
     assert first[0].instance_stats["dev1"].summary is not None
     assert second[0].instance_stats["dev1"].summary.int_numerator == 1  # type: ignore[union-attr]
 
@@ -328,7 +328,8 @@ def test_stats_short_interval(launch: Launcher) -> None:
         start = time.monotonic()
         for _ in range(5):
             stream.next(5)
-    assert time.monotonic() - start < 1.0
+    # Five at 0.05 s: well under the 4 s that a one-second floor would take.
+    assert time.monotonic() - start < 3
 
 
 def test_stats_negative_interval_is_invalid(launch: Launcher) -> None:

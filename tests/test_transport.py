@@ -430,8 +430,13 @@ def test_host_relays_plugin_logs_with_levels(
     plugin = launch()
     plugin.client.reserve(["!print"])
     plugin.wait_for_log(lambda e: e.message == "author log")
-    time.sleep(0.1)
-    records = {r.getMessage(): r for r in caplog.records if r.name.startswith("plugin.")}
+    wanted = {"author log", "printed to stderr", "printed to stdout"}
+    deadline = time.monotonic() + 10
+    while True:  # stdout and stderr are read by two threads: either line may come last
+        records = {r.getMessage(): r for r in caplog.records if r.name.startswith("plugin.")}
+        if wanted <= records.keys() or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     assert records["author log"].levelno == logging.INFO
     assert records["printed to stderr"].levelno == logging.WARNING
     assert records["printed to stdout"].levelno == logging.DEBUG
