@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -17,9 +18,10 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import SDK_PLUGIN, Launcher
+from conftest import SDK_PLUGIN, Launched, Launcher
 
 from nomad_device.constants import NOMAD_HANDSHAKE
+from nomad_device.goplugin import socketdirs
 from nomad_device.goplugin.client import PluginProcess, ReattachConfig
 from nomad_device.goplugin.hclog import HclogEntry, parse_line
 from nomad_device.host import DevicePluginClient
@@ -523,3 +525,112 @@ def test_slow_stop_hook_runs_after_the_socket_dir_is_gone(
     assert private_dir.parent == private_tmpdir
     assert plugin.client.kill().outcome == "forced"
     assert not private_dir.exists()
+
+
+# -- socket directories left by SIGKILLed plugins ---------------------------------------
+
+
+def _socket_dirs(base: Path) -> set[str]:
+    """The plugins' socket directories (not the host's own TLS bridge's)."""
+    return {
+        p.name
+        for p in base.iterdir()
+        if p.name.startswith("plugin") and not p.name.startswith("plugin-bridge")
+    }
+
+
+def _backdate(*paths: Path) -> None:
+    old = time.time() - 2 * socketdirs.MIN_AGE_SECONDS
+    for path in paths:
+        os.utime(path, (old, old))
+
+
+def _sigkill(plugin: Launched) -> None:
+    process = plugin.client.process.process
+    assert process is not None
+    process.kill()
+    process.wait(10)
+
+
+@pytest.mark.parametrize("auto_mtls", [False, True], ids=["unix", "auto-mtls"])
+def test_the_next_plugin_removes_what_a_sigkilled_one_left(
+    private_tmpdir: Path, launch: Launcher, auto_mtls: bool
+) -> None:
+    killed = launch(auto_mtls=auto_mtls)
+    left = _socket_dirs(private_tmpdir)
+    assert len(left) == (2 if auto_mtls else 1), left  # the socket's, and TLS's backend
+    _sigkill(killed)
+    assert _socket_dirs(private_tmpdir) == left  # a killed process removes nothing
+    _backdate(*(private_tmpdir / name for name in left))
+
+    young = launch(auto_mtls=auto_mtls)  # killed a moment ago: maybe still starting
+    young_left = _socket_dirs(private_tmpdir) - left
+    _sigkill(young)
+    live = launch(auto_mtls=auto_mtls)  # old, but alive
+    live_dirs = _socket_dirs(private_tmpdir) - left - young_left
+    _backdate(*(private_tmpdir / name for name in live_dirs))
+    foreign = private_tmpdir / ("plugin" + "ab" * 6)  # our name, but not only sockets
+    foreign.mkdir(mode=0o700)
+    (foreign / "notes.txt").write_text("")
+    _backdate(foreign)
+
+    nxt = launch(auto_mtls=auto_mtls)
+    deadline = time.monotonic() + 10
+    while _socket_dirs(private_tmpdir) & left and time.monotonic() < deadline:
+        time.sleep(0.02)
+    remaining = _socket_dirs(private_tmpdir)
+    assert not remaining & left, remaining
+    assert young_left | live_dirs | {foreign.name} <= remaining
+    assert live.client.info().name == "sdk-test"  # its socket untouched
+    assert nxt.client.info().name == "sdk-test"
+    for name in young_left | {foreign.name}:
+        shutil.rmtree(private_tmpdir / name)
+
+
+def _dead_socket_dir(prefix: str = "plugin") -> Path:
+    path = Path(socketdirs.private_dir(prefix))
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path / "grpc.sock"))
+    _backdate(path)
+    return path
+
+
+def test_sweep_takes_only_unheld_old_private_dirs_of_sockets(private_tmpdir: Path) -> None:
+    dead = _dead_socket_dir()
+    held = _dead_socket_dir("plugin-tls")
+    fd = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        socketdirs.hold(fd)
+        young = Path(socketdirs.private_dir("plugin"))
+        wide = _dead_socket_dir()
+        wide.chmod(0o755)
+        _backdate(wide)
+        other_name = private_tmpdir / "plugin-other"
+        other_name.mkdir(mode=0o700)
+        _backdate(other_name)
+        assert socketdirs.sweep() == [str(dead)]
+        assert {p.name for p in private_tmpdir.iterdir()} == {
+            held.name,
+            young.name,
+            wide.name,
+            other_name.name,
+        }
+    finally:
+        os.close(fd)
+    assert socketdirs.sweep() == [str(held)]  # released: its plugin is gone
+    for path in (young, wide, other_name):
+        shutil.rmtree(path)
+
+
+def test_sweep_leaves_another_users_directory(private_tmpdir: Path) -> None:
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("CI runs as root")
+        pytest.skip("needs root, to give a directory to another user")
+    theirs = _dead_socket_dir()
+    os.chown(theirs, 65534, 65534)
+    _backdate(theirs)
+    assert socketdirs.sweep() == []
+    os.chown(theirs, 0, 0)
+    _backdate(theirs)
+    assert socketdirs.sweep() == [str(theirs)]

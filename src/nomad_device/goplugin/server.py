@@ -2,7 +2,8 @@
 
 The life of the process: refuse to run without the host's cookie; route all
 output through hclog; negotiate the app protocol; listen (unix socket by
-default); print the handshake; serve until the host calls Shutdown or sends
+default); print the handshake; remove the socket directories of plugins that
+were SIGKILLed (socketdirs); serve until the host calls Shutdown or sends
 SIGTERM; clean up the socket; run the stop hook; exit. Nothing here knows
 about Nomad.
 
@@ -26,6 +27,7 @@ import grpc
 
 from nomad_device.frozen import frozen, set_field
 from nomad_device.goplugin import handshake as hs
+from nomad_device.goplugin import socketdirs
 from nomad_device.goplugin.hclog import TRACE, StdioCapture, install_plugin_logging
 from nomad_device.goplugin.services import add_goplugin_services
 
@@ -149,6 +151,8 @@ async def _serve(config: ServeConfig, capture: StdioCapture | None) -> int:
                 "plugin address", extra={"network": listener.network, "address": listener.address}
             )
             _write_handshake(capture, line.render())
+            # After the handshake, so the host never waits for it.
+            socketdirs.sweep()
             await stop.wait()
             log.debug("stopping plugin server")
             await server.stop(STOP_GRACE_SECONDS)
@@ -282,7 +286,7 @@ async def _listen_unix(server: grpc.aio.Server, tls: TLSTerminator | None) -> _L
     group = os.environ.get(hs.ENV_UNIX_SOCKET_GROUP, "")
     gid = _group_id(group) if group else None  # refuse a bad group before creating anything
     shared_dir = os.environ.get(hs.ENV_UNIX_SOCKET_DIR, "")
-    own_dir = None if shared_dir else _private_dir("plugin")
+    own_dir = None if shared_dir else socketdirs.private_dir("plugin")
     sock_dir = shared_dir or own_dir
     assert sock_dir is not None
     name = f"plugin{os.urandom(6).hex()}.sock"
@@ -307,6 +311,7 @@ async def _listen_unix(server: grpc.aio.Server, tls: TLSTerminator | None) -> _L
             st = os.fstat(dir_fd)
             if st.st_uid != os.geteuid() or st.st_mode & 0o077:
                 raise PermissionError(f"socket directory {own_dir} was replaced after it was made")
+            socketdirs.hold(dir_fd)  # in use: no other plugin's sweep may take it
             if gid is not None:
                 # The group must be able to reach the socket through our private directory.
                 os.fchown(dir_fd, -1, gid)
@@ -331,23 +336,6 @@ async def _listen_unix(server: grpc.aio.Server, tls: TLSTerminator | None) -> _L
         cleanup()
         raise
     return _Listener("unix", path, cleanup)
-
-
-def _private_dir(prefix: str) -> str:
-    """A fresh 0700 directory in the temp dir, as ``tempfile.mkdtemp`` makes.
-
-    Not tempfile itself: it imports shutil, random, bz2 and lzma, which cost
-    every launch about 1 MiB and a few ms before the handshake.
-    """
-    base = next((d for d in (os.environ.get(v) for v in ("TMPDIR", "TEMP", "TMP")) if d), "/tmp")
-    for _ in range(100):
-        path = os.path.join(base, prefix + os.urandom(6).hex())
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            continue
-        return os.path.abspath(path)
-    raise FileExistsError(f"no unused name for a socket directory in {base}")
 
 
 def _group_id(group: str) -> int:

@@ -38,6 +38,8 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
+from nomad_device.goplugin import socketdirs
+
 if TYPE_CHECKING:
     from nomad_device.goplugin.tls import KeyPair
 
@@ -161,11 +163,14 @@ class TLSTerminator:
     """
 
     def __init__(self, pair: KeyPair, client_cert_pem: bytes) -> None:
-        self._dir = tempfile.mkdtemp(prefix="plugin-tls")  # mode 0700
+        self._dir = socketdirs.private_dir("plugin-tls")  # mode 0700
+        self._dir_fd = os.open(self._dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
+            socketdirs.hold(self._dir_fd)  # in use: no other plugin's sweep may take it
             self._context = server_context(pair, client_cert_pem, self._dir)
         except BaseException:
             shutil.rmtree(self._dir, ignore_errors=True)
+            os.close(self._dir_fd)
             raise
         #: Where the gRPC server must listen (plaintext; nobody else can reach it).
         self.backend_path = os.path.join(self._dir, "grpc.sock")
@@ -215,6 +220,9 @@ class TLSTerminator:
         self._servers.clear()
         self._relays.abort_all()
         shutil.rmtree(self._dir, ignore_errors=True)
+        if self._dir_fd >= 0:
+            os.close(self._dir_fd)
+            self._dir_fd = -1
 
 
 class TLSBridge:
