@@ -608,17 +608,28 @@ def test_sweep_takes_only_unheld_old_private_dirs_of_sockets(private_tmpdir: Pat
         other_name = private_tmpdir / "plugin-other"
         other_name.mkdir(mode=0o700)
         _backdate(other_name)
+        # A link with our name, to a directory the sweep would take: never followed.
+        elsewhere = private_tmpdir / "elsewhere"
+        elsewhere.mkdir()
+        target = _dead_socket_dir()
+        target = target.rename(elsewhere / target.name)
+        link = private_tmpdir / ("plugin" + "cd" * 6)
+        link.symlink_to(target)
         assert socketdirs.sweep() == [str(dead)]
         assert {p.name for p in private_tmpdir.iterdir()} == {
             held.name,
             young.name,
             wide.name,
             other_name.name,
+            elsewhere.name,
+            link.name,
         }
+        assert (target / "grpc.sock").is_socket()
     finally:
         os.close(fd)
     assert socketdirs.sweep() == [str(held)]  # released: its plugin is gone
-    for path in (young, wide, other_name):
+    link.unlink()
+    for path in (young, wide, other_name, elsewhere):
         shutil.rmtree(path)
 
 
