@@ -431,7 +431,7 @@ def test_every_new_stream_gets_the_current_state_at_once(example: Start, tmp_pat
         assert first.next(10) == group(Device("a"))
         assert second.next(10) == group(Device("a"))
         with client.fingerprint() as third:
-            assert third.next(2) == group(Device("a"))
+            assert third.next(10) == group(Device("a"))
         # All streams share one detection loop and see the same changes.
         client.set_config(encode_config(ExampleConfig(dir=str(tmp_path), list_period="100ms")))
         touch(tmp_path / "b", 0o777)
@@ -443,7 +443,7 @@ def test_every_new_stream_gets_the_current_state_at_once(example: Start, tmp_pat
         (tmp_path / "a").unlink()
         wait_for(second, group(Device("b", False, BAD_PERMS)))
         with client.fingerprint() as fourth:
-            assert fourth.next(2) == group(Device("b", False, BAD_PERMS))
+            assert fourth.next(10) == group(Device("b", False, BAD_PERMS))
     finally:
         first.cancel()
         second.cancel()
