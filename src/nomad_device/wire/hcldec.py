@@ -26,10 +26,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Final, TypeAlias
 
 from nomad_device.wire import cty, hclspec
+from nomad_device.wire.ctyconvert import (
+    TV,
+    UNKNOWN,
+    ConversionError,
+    convert,
+    go_quote,
+    has_dynamic_part,
+    unify,
+)
 
 __all__ = [
     "Decoded",
@@ -352,22 +361,6 @@ class _Content:
 # ------------------------------------------------------------------ decoding
 
 
-TV: TypeAlias = tuple[object, cty.CtyType]
-"""A decoded value with its cty type (the type Nomad marshals it with)."""
-
-
-class _Unknown:
-    """cty's unknown value: what hcldec puts where a part failed to decode."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN: Final = _Unknown()
-
-
 @dataclass(frozen=True)
 class Panic:
     """Where, and why, a Nomad agent would panic decoding the config.
@@ -453,7 +446,7 @@ def go_type(ty: cty.CtyType) -> str:
 
 def has_dynamic(ty: cty.CtyType) -> bool:
     """Whether ``any`` occurs anywhere in ``ty`` (cty's ``HasDynamicTypes``)."""
-    return _has_dynamic(ty)
+    return has_dynamic_part(ty)
 
 
 def type_difference(
@@ -576,7 +569,7 @@ class _Decoder:
                     first = out.attrs[prop.name].where
                     self.error(
                         "Duplicate argument",
-                        f"The argument {_q(prop.name)} was already set at "
+                        f"The argument {go_quote(prop.name)} was already set at "
                         f"{_at(first, out.attr_paths[prop.name])}.",
                         prop.where,
                         (*path, prop.name),
@@ -600,7 +593,7 @@ class _Decoder:
             if required and name not in out.attrs:
                 self.error(
                     "Missing required argument",
-                    f"The argument {_q(name)} is required, but no definition was found.",
+                    f"The argument {go_quote(name)} is required, but no definition was found.",
                     body.where,
                     path,
                 )
@@ -615,12 +608,12 @@ class _Decoder:
             if prop.name == "//" or prop.name in used:
                 continue
             near = name_suggestion(prop.name, suggestions)
-            extra = f" Did you mean {_q(near)}?" if near else ""
+            extra = f" Did you mean {go_quote(near)}?" if near else ""
             # Nomad rewrites this summary ("Extraneous JSON object property") to
             # "Invalid label" before showing it; we show what the operator sees.
             self.error(
                 "Invalid label",
-                f"No argument or block type is named {_q(prop.name)}.{extra}",
+                f"No argument or block type is named {go_quote(prop.name)}.{extra}",
                 prop.where,
                 (*path, prop.name),
             )
@@ -674,7 +667,7 @@ class _Decoder:
         self.error(
             "Incorrect JSON value type",
             "Either a JSON object or a JSON array is required, representing the contents of "
-            f"one or more {_q(type_name)} blocks.",
+            f"one or more {go_quote(type_name)} blocks.",
             value.where,
             path,
         )
@@ -731,7 +724,7 @@ class _Decoder:
                 )
             self.error(
                 "Incorrect attribute value type",
-                f"Inappropriate value for attribute {_q(spec.name)}: {exc}.",
+                f"Inappropriate value for attribute {go_quote(spec.name)}: {exc}.",
                 prop.value.where,
                 path,
                 hint,
@@ -746,7 +739,7 @@ class _Decoder:
         if len(blocks) > 1:
             self.error(
                 f"Duplicate {spec.name} block",
-                f"Only one block of type {_q(spec.name)} is allowed. Previous definition was "
+                f"Only one block of type {go_quote(spec.name)} is allowed. Previous definition was "
                 f"at {_at(blocks[0].where, blocks[0].path)}.",
                 blocks[1].where,
                 blocks[1].path,
@@ -761,7 +754,7 @@ class _Decoder:
     def missing_block(self, name: str, content: _Content) -> None:
         self.error(
             f"Missing {name} block",
-            f"A block of type {_q(name)} is required here.",
+            f"A block of type {go_quote(name)} is required here.",
             content.where,
             content.path,
         )
@@ -772,7 +765,7 @@ class _Decoder:
         if len(elems) < spec.min_items:
             self.error(
                 f"Insufficient {spec.name} blocks",
-                f"At least {spec.min_items} {_q(spec.name)} blocks are required.",
+                f"At least {spec.min_items} {go_quote(spec.name)} blocks are required.",
                 content.where,
                 content.path,
             )
@@ -780,14 +773,14 @@ class _Decoder:
             extra = blocks[spec.max_items]
             self.error(
                 f"Too many {spec.name} blocks",
-                f"No more than {spec.max_items} {_q(spec.name)} blocks are allowed",
+                f"No more than {spec.max_items} {go_quote(spec.name)} blocks are allowed",
                 extra.where,
                 extra.path,
             )
         kind = cty.Set if spec.as_set else cty.List
         if not elems:
             return [], kind(implied_type(spec.nested))
-        unified = _unify([t for _, t in elems])
+        unified = unify([t for _, t in elems])
         if unified is None:
             self.error(
                 f"Unconsistent argument types in {spec.name} blocks",
@@ -812,7 +805,7 @@ class _Decoder:
 
     def block_map_value(self, spec: _BlockMap, content: _Content) -> TV:
         implied = implied_type(spec)
-        if _has_dynamic(implied):
+        if has_dynamic_part(implied):
             raise AgentPanic(
                 Panic(
                     "cty.DynamicPseudoType attributes may not be used inside a BlockMapSpec",
@@ -830,7 +823,7 @@ class _Decoder:
                 target = nxt
             key = block.labels[-1]
             if key in target:
-                shown = "".join(f" {_q(label)}" for label in block.labels)
+                shown = "".join(f" {go_quote(label)}" for label in block.labels)
                 self.error(
                     f"Duplicate {spec.name} block",
                     f"A block for {spec.name}{shown} was already defined. The {spec.name} "
@@ -879,7 +872,7 @@ class _Decoder:
         if len(blocks) > 1:
             self.error(
                 f"Duplicate {spec.name} block",
-                f"Only one block of type {_q(spec.name)} is allowed. Previous definition was "
+                f"Only one block of type {go_quote(spec.name)} is allowed. Previous definition was "
                 f"at {_at(blocks[0].where, blocks[0].path)}.",
                 blocks[1].where,
                 blocks[1].path,
@@ -902,7 +895,7 @@ class _Decoder:
             if prop.name in values:
                 self.error(
                     "Duplicate attribute definition",
-                    f"The argument {_q(prop.name)} was already set.",
+                    f"The argument {go_quote(prop.name)} was already set.",
                     prop.where,
                     path,
                 )
@@ -913,7 +906,7 @@ class _Decoder:
             except ConversionError as exc:
                 self.error(
                     "Invalid attribute value",
-                    f"Invalid value for attribute of {_q(spec.name)} block: {exc}.",
+                    f"Invalid value for attribute of {go_quote(spec.name)} block: {exc}.",
                     prop.value.where,
                     path,
                 )
@@ -964,7 +957,7 @@ class _Decoder:
             if key in obj:
                 self.error(
                     "Duplicate object attribute",
-                    f"An attribute named {_q(key)} was already defined.",
+                    f"An attribute named {go_quote(key)} was already defined.",
                     prop.where,
                     (*path, key),
                 )
@@ -986,7 +979,7 @@ class _Decoder:
         if parts is None:
             self.error(
                 "Unsupported template",
-                f"The string {_q(text)} holds an unterminated template sequence. Write "
+                f"The string {go_quote(text)} holds an unterminated template sequence. Write "
                 '"$${" for a literal "${" and "%%{" for a literal "%{".',
                 where,
                 path,
@@ -1009,7 +1002,7 @@ class _Decoder:
         if not variables:
             self.error(
                 "Unsupported template",
-                f"The string {_q(text)} holds a template expression; the launcher does not "
+                f"The string {go_quote(text)} holds a template expression; the launcher does not "
                 "evaluate these (a Nomad agent would, with HCL's standard functions but no "
                 'variables). Write the resulting value instead, or "$${" for a literal "${".',
                 where,
@@ -1094,328 +1087,7 @@ def _variables(expr: str) -> list[str]:
     return out
 
 
-# -------------------------------------------------------------- conversions
-
-
-class ConversionError(ValueError):
-    """go-cty could not convert a value; the text is go-cty's message."""
-
-
-def friendly(ty: cty.CtyType, constraint: bool = False) -> str:
-    """go-cty's ``FriendlyName`` (or ``FriendlyNameForConstraint``)."""
-    if ty is cty.DYNAMIC:
-        return "any type" if constraint else "dynamic"
-    if isinstance(ty, cty.List | cty.Set | cty.Map):
-        kind = {cty.List: "list", cty.Set: "set", cty.Map: "map"}[type(ty)]
-        if constraint and ty.elem is cty.DYNAMIC:
-            return f"{kind} of any single type"
-        return f"{kind} of {friendly(ty.elem, constraint)}"
-    if isinstance(ty, cty.Object):
-        return "object"
-    if isinstance(ty, cty.Tuple):
-        return "tuple"
-    return str(ty)
-
-
-def _is_primitive(ty: cty.CtyType) -> bool:
-    return ty in (cty.STRING, cty.NUMBER, cty.BOOL)
-
-
-def _has_dynamic(ty: cty.CtyType) -> bool:
-    if ty is cty.DYNAMIC:
-        return True
-    if isinstance(ty, cty.List | cty.Set | cty.Map):
-        return _has_dynamic(ty.elem)
-    if isinstance(ty, cty.Object):
-        return any(_has_dynamic(t) for t in ty.attrs.values())
-    if isinstance(ty, cty.Tuple):
-        return any(_has_dynamic(t) for t in ty.elems)
-    return False
-
-
-def _convertible(src: cty.CtyType, dst: cty.CtyType) -> bool:
-    """Whether go-cty has an (unsafe) conversion from ``src`` to ``dst``."""
-    if src == dst or dst is cty.DYNAMIC or src is cty.DYNAMIC:
-        return True
-    if _is_primitive(src) and _is_primitive(dst):
-        return cty.BOOL not in (src, dst) or cty.NUMBER not in (src, dst)
-    if isinstance(dst, cty.Object) and isinstance(src, cty.Object):
-        return all(
-            name in src.attrs and _convertible(src.attrs[name], aty)
-            for name, aty in dst.attrs.items()
-        )
-    if isinstance(dst, cty.Tuple) and isinstance(src, cty.Tuple):
-        return len(src.elems) == len(dst.elems) and all(
-            _convertible(s, d) for s, d in zip(src.elems, dst.elems, strict=True)
-        )
-    if isinstance(dst, cty.List | cty.Set) and isinstance(src, cty.List | cty.Set):
-        return _convertible(src.elem, dst.elem)
-    if isinstance(dst, cty.Map) and isinstance(src, cty.Map):
-        return _convertible(src.elem, dst.elem)
-    if isinstance(dst, cty.List | cty.Set) and isinstance(src, cty.Tuple):
-        return _elements_convertible(list(src.elems), dst.elem)
-    if isinstance(dst, cty.Map) and isinstance(src, cty.Object):
-        return _elements_convertible(list(src.attrs.values()), dst.elem)
-    if isinstance(dst, cty.Object) and isinstance(src, cty.Map):
-        return all(_convertible(src.elem, aty) for aty in dst.attrs.values())
-    return False
-
-
-def _elements_convertible(types: list[cty.CtyType], elem: cty.CtyType) -> bool:
-    if not types:
-        return True
-    if elem is cty.DYNAMIC:
-        unified = _unify(types)
-        if unified is None:
-            return False
-        if unified is cty.DYNAMIC:
-            return all(t is cty.DYNAMIC for t in types)
-        elem = unified
-    return all(_convertible(t, elem) for t in types)
-
-
-_PRIMITIVE_PREFERENCE: Final = (cty.STRING, cty.NUMBER, cty.BOOL)
-
-
-def _unify(types: Sequence[cty.CtyType]) -> cty.CtyType | None:
-    """A single type all ``types`` convert to (go-cty's ``unify``, for config values)."""
-    concrete = [t for t in types if t is not cty.DYNAMIC]
-    if not concrete:
-        return cty.DYNAMIC
-    first = concrete[0]
-    if all(t == first for t in concrete):
-        return first
-    if all(isinstance(t, cty.Object) for t in concrete):
-        objects = [t for t in concrete if isinstance(t, cty.Object)]
-        names = set(objects[0].attrs)
-        if any(set(o.attrs) != names for o in objects):
-            return None
-        attrs: dict[str, cty.CtyType] = {}
-        for name in names:
-            sub = _unify([o.attrs[name] for o in objects])
-            if sub is None:
-                return None
-            attrs[name] = sub
-        return cty.Object(attrs)
-    if all(isinstance(t, cty.List | cty.Tuple) for t in concrete) and any(
-        isinstance(t, cty.List) for t in concrete
-    ):
-        # Tuples are lists in disguise (a literal default []): unify every element.
-        elem_types = [
-            e
-            for t in concrete
-            for e in (t.elems if isinstance(t, cty.Tuple) else (t.elem,))  # type: ignore[attr-defined]
-        ]
-        sub = _unify(elem_types)
-        return None if sub is None else cty.List(sub)
-    collections = [t for t in concrete if isinstance(t, cty.List | cty.Set | cty.Map)]
-    if len(collections) == len(concrete) and all(type(t) is type(first) for t in concrete):
-        sub = _unify([t.elem for t in collections])
-        if sub is None:
-            return None
-        return (
-            cty.List(sub)
-            if isinstance(first, cty.List)
-            else (cty.Set(sub) if isinstance(first, cty.Set) else cty.Map(sub))
-        )
-    if all(isinstance(t, cty.Tuple) for t in concrete):
-        tuples = [t for t in concrete if isinstance(t, cty.Tuple)]
-        size = len(tuples[0].elems)
-        if any(len(t.elems) != size for t in tuples):
-            return None
-        elems: list[cty.CtyType] = []
-        for i in range(size):
-            sub = _unify([t.elems[i] for t in tuples])
-            if sub is None:
-                return None
-            elems.append(sub)
-        return cty.Tuple(elems)
-    for want in _PRIMITIVE_PREFERENCE:
-        if want in concrete and all(_convertible(t, want) for t in concrete):
-            return want
-    return None
-
-
-def _mismatch(got: cty.CtyType, want: cty.CtyType) -> str:
-    """go-cty's ``MismatchMessage``: why ``got`` does not convert to ``want``."""
-    if isinstance(got, cty.Object) and isinstance(want, cty.Object):
-        missing = sorted(n for n in want.attrs if n not in got.attrs)
-        if missing:
-            quoted = [_q(n) for n in missing]
-            if len(quoted) == 1:
-                return f"attribute {quoted[0]} is required"
-            if len(quoted) == 2:
-                return f"attributes {quoted[0]} and {quoted[1]} are required"
-            return f"attributes {', '.join(quoted[:-1])}, and {quoted[-1]} are required"
-        for name, wty in want.attrs.items():
-            gty = got.attrs[name]
-            if gty != wty and not _convertible(gty, wty):
-                return f"attribute {_q(name)}: {_mismatch(gty, wty)}"
-        return "incorrect object attributes"
-    collection = isinstance(want, cty.List | cty.Set | cty.Map)
-    if isinstance(got, cty.Tuple) and isinstance(want, cty.List) and want.elem is cty.DYNAMIC:
-        return "all list elements must have the same type"
-    if isinstance(got, cty.Tuple) and isinstance(want, cty.Set) and want.elem is cty.DYNAMIC:
-        return "all set elements must have the same type"
-    if isinstance(got, cty.Object) and isinstance(want, cty.Map) and want.elem is cty.DYNAMIC:
-        return "all map elements must have the same type"
-    if isinstance(got, cty.Tuple | cty.Object) and isinstance(want, cty.List | cty.Set | cty.Map):
-        if isinstance(want, cty.List | cty.Set) and not isinstance(got, cty.Tuple):
-            return friendly(want, True) + " required"
-        if isinstance(want, cty.Map) and not isinstance(got, cty.Object):
-            return friendly(want, True) + " required"
-        if isinstance(got, cty.Tuple):
-            for i, ety in enumerate(got.elems):
-                if ety != want.elem and not _convertible(ety, want.elem):
-                    return f"element {i}: {_mismatch(ety, want.elem)}"
-        elif isinstance(got, cty.Object):
-            for name, aty in got.attrs.items():
-                if aty != want.elem and not _convertible(aty, want.elem):
-                    return f"element {_q(name)}: {_mismatch(aty, want.elem)}"
-        return f"all elements must be {friendly(want.elem, True)}"
-    if collection and isinstance(got, cty.List | cty.Set | cty.Map):
-        return friendly(want, True) + " required"
-    if not _likely_confusing(got, want):
-        return f"{friendly(want)} required, but have {friendly(got)}"
-    return friendly(want, True) + " required"
-
-
-def _likely_confusing(got: cty.CtyType, want: cty.CtyType) -> bool:
-    if _is_primitive(got) != _is_primitive(want):
-        return False
-    if want is cty.STRING:
-        return False
-    if {got, want} == {cty.BOOL, cty.NUMBER}:
-        return False
-    return not (isinstance(got, cty.Tuple) and isinstance(want, cty.Object))
-
-
-_NUMBER_TEXT: Final = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z")
-
-
-def _number_text(value: object) -> str:
-    """go's ``big.Float.Text('f', -1)`` for a config number (no exponent, no trailing 0s)."""
-    if isinstance(value, bool):
-        raise TypeError("bool is not a number")
-    if isinstance(value, int):
-        return str(value)
-    number = Decimal(repr(value)) if isinstance(value, float) else Decimal(str(value))
-    return format(number.normalize(), "f")  # "-0" stays "-0", as in Go
-
-
-def convert(value: object, src: cty.CtyType, dst: cty.CtyType) -> TV:
-    """Convert like ``convert.Convert``; raise :class:`ConversionError` with go-cty's words."""
-    if src == dst or dst is cty.DYNAMIC:
-        return value, src
-    if value is None:
-        return None, dst
-    if not _convertible(src, dst):
-        raise ConversionError(_mismatch(src, dst))
-    if value is UNKNOWN:
-        return UNKNOWN, dst
-    if _is_primitive(dst):
-        return _convert_primitive(value, src, dst), dst
-    if isinstance(dst, cty.Object):
-        if not isinstance(value, Mapping):
-            raise ConversionError(_mismatch(src, dst))
-        given = dict(value)
-        out: dict[str, object] = {}
-        types: dict[str, cty.CtyType] = {}
-        for name, aty in dst.attrs.items():
-            if name not in given:
-                raise ConversionError(f"map has no element for required attribute {_q(name)}")
-            sty = src.attrs[name] if isinstance(src, cty.Object) else _elem(src)
-            out[name], types[name] = convert(given[name], sty, aty)
-        return out, cty.Object(types)
-    if isinstance(dst, cty.Tuple):
-        assert isinstance(src, cty.Tuple) and isinstance(value, list)
-        pairs = [convert(v, s, d) for v, s, d in zip(value, src.elems, dst.elems, strict=True)]
-        return [v for v, _ in pairs], cty.Tuple([t for _, t in pairs])
-    assert isinstance(dst, cty.List | cty.Set | cty.Map)
-    kind = type(dst)
-    noun = {cty.List: "list", cty.Set: "set", cty.Map: "map"}[kind]
-    if isinstance(dst, cty.Map):
-        if not isinstance(value, Mapping):
-            raise ConversionError(_mismatch(src, dst))
-        keyed = [(str(k), v, _member(src, str(k))) for k, v in value.items()]
-    else:
-        if not isinstance(value, list | tuple):
-            raise ConversionError(_mismatch(src, dst))
-        keyed = [(str(i), v, _member(src, i)) for i, v in enumerate(value)]
-    elem = dst.elem
-    if elem is cty.DYNAMIC:
-        unified = _unify([t for _, _, t in keyed])
-        if unified is None:
-            raise ConversionError(_mismatch(src, dst))
-        elem = unified
-    converted = [(k, *convert(v, t, elem)) for k, v, t in keyed]
-    actual = {t for _, v, t in converted if v is not None}
-    if len(actual) > 1:
-        what = "map" if noun == "map" else noun
-        raise ConversionError(f"element types must all match for conversion to {what}")
-    elem_out = actual.pop() if actual else elem
-    if isinstance(dst, cty.Map):
-        return {k: v for k, v, _ in converted}, cty.Map(elem_out)
-    return [v for _, v, _ in converted], kind(elem_out)
-
-
-def _elem(ty: cty.CtyType) -> cty.CtyType:
-    return ty.elem if isinstance(ty, cty.List | cty.Set | cty.Map) else cty.DYNAMIC
-
-
-def _member(ty: cty.CtyType, key: str | int) -> cty.CtyType:
-    if isinstance(ty, cty.Tuple) and isinstance(key, int):
-        return ty.elems[key]
-    if isinstance(ty, cty.Object) and isinstance(key, str):
-        return ty.attrs[key]
-    return _elem(ty)
-
-
-def _convert_primitive(value: object, src: cty.CtyType, dst: cty.CtyType) -> object:
-    if dst is cty.STRING:
-        if src is cty.NUMBER:
-            return _number_text(value)
-        if src is cty.BOOL:
-            return "true" if value else "false"
-        return value
-    text = str(value)
-    if dst is cty.NUMBER:
-        if not _NUMBER_TEXT.match(text):
-            raise ConversionError("a number is required")
-        try:
-            return cty.normalize_number(Decimal(text))
-        except (InvalidOperation, ValueError):
-            raise ConversionError("a number is required") from None
-    if text in ("true", "1"):
-        return True
-    if text in ("false", "0"):
-        return False
-    if text.lower() in ("true", "false"):
-        raise ConversionError(
-            f'a bool is required; to convert from string, use lowercase "{text.lower()}"'
-        )
-    raise ConversionError("a bool is required")
-
-
 # ------------------------------------------------------------------- helpers
-
-
-def _q(text: str) -> str:
-    """Go's ``%q`` for the plain names that appear in messages."""
-    out = ['"']
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
 
 
 def _at(where: Source, path: Path) -> str:
