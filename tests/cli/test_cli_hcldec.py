@@ -387,11 +387,101 @@ def test_interpolation_is_refused_with_the_agents_message_and_the_line() -> None
     )
 
 
-def test_a_template_without_variables_is_refused_as_not_evaluated() -> None:
-    # The agent would evaluate upper("x"); the launcher does not evaluate expressions.
-    decoded = decode_hcl(EXAMPLE, 'dir = "${upper("x")}"')
+TEMPLATED = Object(
+    {
+        "label": Attr("label", "string", False),
+        "count": Attr("count", "number", False),
+        "ratio": Attr("ratio", "number", False),
+        "paths": Attr("paths", "list(string)", False),
+        "env": Attr("env", "map(string)", False),
+        "on": Attr("on", "bool", False),
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "name", "value"),
+    [
+        ('label = "${upper("kvm")}"', "label", "KVM"),
+        ('label = "x${lower("AB")}-${strlen("abc")}"', "label", "xab-3"),
+        ('label = "${substr("abcdef", -2, -1)}"', "label", "ef"),
+        ('label = "${substr("abcdef", -10, 2)}"', "label", "ab"),
+        ('label = "${reverse("añb")}"', "label", "bña"),
+        ('label = "${upper("é")}"', "label", "É"),
+        ('label = "${coalesce(null, 1)}"', "label", "1"),
+        (
+            'label = "${jsonencode({b = [1.50, "<"], a = null})}"',
+            "label",
+            '{"a":null,"b":[1.5,"\\u003c"]}',
+        ),
+        ('label = "${true ? "yes" : 1}"', "label", "yes"),
+        ('label = "${1 == "1"}"', "label", "false"),
+        ('count = "${max(1, "7", 3)}"', "count", 7),
+        ('count = "${int(-2.7) * 3 + abs(-1)}"', "count", -5),
+        ('ratio = "${7 / 2}"', "ratio", 3.5),
+        ('ratio = "${min(2.25, 10)}"', "ratio", 2.25),
+        ('count = "${length(concat(["a"], ["b", "c"]))}"', "count", 3),
+        (
+            'paths = "${concat(["/dev/kvm"], ["/dev/net/tun"])}"',
+            "paths",
+            ["/dev/kvm", "/dev/net/tun"],
+        ),
+        ('paths = "${jsondecode("[\\"/dev/kvm\\"]")}"', "paths", ["/dev/kvm"]),
+        ('env = "${{"x" = 1, b = true}}"', "env", {"x": "1", "b": "true"}),
+        ('on = "${hasindex(["a"], 0) && !false}"', "on", True),
+    ],
+)
+def test_templates_are_evaluated_as_the_agent_evaluates_them(
+    body: str, name: str, value: object
+) -> None:
+    # Each was checked against the Go cross-check (interop/bin/agentcfg): same bytes.
+    decoded = decode_hcl(TEMPLATED, body)
+    assert not decoded.diagnostics, errors(decoded)
+    assert decoded.value[name] == value  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("body", "summary"),
+    [
+        ('label = "${nope("x")}"', "Call to unknown function"),
+        ('label = "${upper(null)}"', "Invalid function argument"),
+        ('label = "${upper("a", "b")}"', "Too many function arguments"),
+        ('label = "${substr("abc", 1)}"', "Not enough function arguments"),
+        ('label = "${max()}"', "Error in function call"),
+        ('label = "${length("abc")}"', "Error in function call"),
+        ('label = "${jsondecode("nope")}"', "Error in function call"),
+        ('label = "a${null}b"', "Invalid template interpolation value"),
+        ('label = "a${["x"]}b"', "Invalid template interpolation value"),
+        ('label = "${false ? 1 : true}"', "Inconsistent conditional result types"),
+        ('label = "${null ? 1 : 2}"', "Null condition"),
+    ],
+)
+def test_a_failing_template_gets_the_agents_summary(body: str, summary: str) -> None:
+    decoded = decode_hcl(TEMPLATED, body)
+    assert [d.summary for d in decoded.diagnostics] == [summary]
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        ("${0.1 + 0.2}", "0.1, which go-cty rounds to 512 binary digits"),
+        ("${1 / 3}", "its result is rounded by go-cty to 512 binary digits"),
+        ("${7 % 3}", "the % operator"),
+        ("${[1][0]}", "indexing"),
+        ("%{if true}x%{endif}", "a template directive"),
+        ('${upper("ß")}', "upper() of 'ß', which Go maps by its own Unicode tables"),
+        ('${strlen("e\\u0301")}', "part of a larger character"),
+        ('${concat(jsondecode("[1]"), [for x in [1]: x])}', "a for expression"),
+    ],
+)
+def test_what_the_launcher_cannot_reproduce_exactly_is_refused_saying_what(
+    template: str, why: str
+) -> None:
+    # The agent accepts each of these; the launcher refuses rather than guess its result.
+    decoded = decode_hcl(TEMPLATED, f'label = "{template}"')
     assert [d.summary for d in decoded.diagnostics] == ["Unsupported template"]
-    assert "does not evaluate" in decoded.diagnostics[0].detail
+    assert why in decoded.diagnostics[0].detail, decoded.diagnostics[0].detail
+    assert "Write the resulting value instead" in decoded.diagnostics[0].detail
 
 
 def test_escaped_interpolation_is_literal_text() -> None:

@@ -187,6 +187,86 @@ def test_the_issue_corpus_decodes_as_in_go(
     assert python(case, wire_specs[label][1])["outcome"] == outcome
 
 
+#: A spec with one attribute of each kind a template's value may land in.
+_TEMPLATED = hclspec.Object(
+    {
+        "label": hclspec.Attr("label", "string", False),
+        "count": hclspec.Attr("count", "number", False),
+        "ratio": hclspec.Attr("ratio", "number", False),
+        "paths": hclspec.Attr("paths", "list(string)", False),
+        "env": hclspec.Attr("env", "map(string)", False),
+        "on": hclspec.Attr("on", "bool", False),
+    }
+)
+
+#: Templates the launcher evaluates (functions, operators, conditionals), each
+#: with the outcome a Nomad v2.0.5 agent gives; both sides must agree on bytes or errors.
+TEMPLATES: list[tuple[str, str]] = [
+    ('label = "${upper("kvm")}"', "accept"),
+    ('label = "x${lower("AB")}-${strlen("abc")}"', "accept"),
+    ('label = "${substr("abcdef", -2, -1)}${substr("abcdef", -10, 2)}"', "accept"),
+    (
+        'label = "${substr("abcdef", -2, 0)}${substr("abcdef", 6, 1)}${substr("ab", 1, 9)}"',
+        "accept",
+    ),
+    ('label = "${reverse("añb\\r\\n")}"', "accept"),
+    ('label = "${upper("éσ")}${lower("ÉΣ")}"', "accept"),
+    ('label = "${coalesce(null, 1)}"', "accept"),
+    ('label = "${jsonencode({b = [1.50, "<&>"], a = null, c = true})}"', "accept"),
+    ('label = "${jsonencode("a\\tb\\u2028")}"', "accept"),
+    ('label = "${true ? "yes" : 1}${"true" ? 1 : 2}"', "accept"),
+    ('label = "${1 == "1"}${2 < 3}${"a" != "b"}${!true || false}"', "accept"),
+    ('label = "a${1.50}b${true}c${-0.5}"', "accept"),
+    ('count = "${max(1, "7", 3)}"', "accept"),
+    ('count = "${int(-2.7) * 3 + abs(-1)}"', "accept"),
+    ('count = "${max([1, 7, 3]...)}"', "accept"),
+    ('ratio = "${7 / 2}"', "accept"),
+    ('ratio = "${0.5 * 3 - 0.25}"', "accept"),
+    ('ratio = "${min(2.25, 10)}"', "accept"),
+    ('ratio = "${jsondecode("1.5")}"', "accept"),
+    ('count = "${length(concat(["a"], ["b", "c"]))}"', "accept"),
+    ('paths = "${concat(["/dev/kvm"], ["/dev/net/tun"])}"', "accept"),
+    ('paths = "${jsondecode("[\\"/dev/kvm\\", 1]")}"', "accept"),
+    ('paths = "${["a", 1, true]}"', "accept"),
+    ('env = "${{"x" = 1, b = true}}"', "accept"),
+    ('env = "${jsondecode("{\\"a\\": \\"b\\"}")}"', "accept"),
+    ('on = "${hasindex(["a"], 0) && !hasindex(["a"], 1)}"', "accept"),
+    ('label = "${null}"', "accept"),
+    ('label = "${nope("x")}"', "refuse"),
+    ('label = "${upper(null)}"', "refuse"),
+    ('label = "${upper([1])}"', "refuse"),
+    ('label = "${upper("a", "b")}"', "refuse"),
+    ('label = "${substr("abc", 1)}"', "refuse"),
+    ('label = "${substr("abc", 1.5, 1)}"', "refuse"),
+    ('label = "${max()}"', "refuse"),
+    ('label = "${length("abc")}"', "refuse"),
+    ('label = "${length({a = 1})}"', "refuse"),
+    ('label = "${coalesce(true, 1)}"', "refuse"),
+    ('label = "${coalesce(null, null)}"', "refuse"),
+    ('label = "${concat(["a"], 1)}"', "refuse"),
+    ('label = "${jsondecode("nope")}"', "refuse"),
+    ('label = "a${null}b"', "refuse"),
+    ('label = "a${["x"]}b"', "refuse"),
+    ('label = "${false ? 1 : true}"', "refuse"),
+    ('label = "${null ? 1 : 2}"', "refuse"),
+    ('label = "${"x" ? 1 : 2}"', "refuse"),
+    ('label = "${concat(["a"], ["b"])}"', "refuse"),
+    ('count = "${upper("a")}"', "refuse"),
+]
+
+
+@pytest.mark.parametrize(("body", "outcome"), TEMPLATES)
+def test_templates_evaluate_as_in_go(body: str, outcome: str, go_agent: Any) -> None:
+    text = f'plugin "templated" {{\n  config {{\n    {body}\n  }}\n}}\n'
+    case = Case("templated", text, False, "template")
+    py_answer = python(case, _TEMPLATED)
+    go_answer = go_agent(case, hclspec.to_proto(_TEMPLATED))
+    COMPARED["templated"] = COMPARED.get("templated", 0) + 1
+    problem = disagreement(py_answer, go_answer)
+    assert problem is None, f"{body}\n{problem}"
+    assert py_answer["outcome"] == outcome, py_answer
+
+
 def test_the_failing_configs_the_safety_check_prints_crash_go_too(
     wire_specs: dict[str, tuple[Any, hclspec.Spec]], go_agent: Any
 ) -> None:

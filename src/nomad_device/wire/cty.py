@@ -421,7 +421,7 @@ def parse_type(expr: str) -> CtyType:
 # ---------------------------------------------------------------- type JSON
 
 
-def _go_json_string(s: str) -> str:
+def go_json_string(s: str) -> str:
     """Quote ``s`` the way Go's ``encoding/json`` does (HTML-safe, short escapes)."""
     out = ['"']
     for ch in s:
@@ -452,7 +452,7 @@ def type_to_json(ty: CtyType) -> str:
     if isinstance(ty, _Collection):
         return f'["{ty._kind}",{type_to_json(ty.elem)}]'
     if isinstance(ty, Object):
-        inner = ",".join(f"{_go_json_string(k)}:{type_to_json(v)}" for k, v in ty.attrs.items())
+        inner = ",".join(f"{go_json_string(k)}:{type_to_json(v)}" for k, v in ty.attrs.items())
         return f'["object",{{{inner}}}]'
     if isinstance(ty, Tuple):
         return f'["tuple",[{",".join(type_to_json(e) for e in ty.elems)}]]'

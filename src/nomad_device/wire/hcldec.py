@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final, TypeAlias
 
-from nomad_device.wire import cty, hclspec
+from nomad_device.wire import cty, hclspec, hcltemplate
 from nomad_device.wire.ctyconvert import (
     TV,
     UNKNOWN,
@@ -930,12 +930,12 @@ class _Decoder:
         """
         if value.kind == "string":
             raw = str(value.value)
-            text = self.template(raw, value.where, path)
-            if text is None:
+            got = self.template(raw, value.where, path)
+            if got is None:
                 parts = _template_parts(raw) or []
                 alone = len(parts) == 1 and parts[0][0] == "interp"
                 return UNKNOWN, cty.DYNAMIC if alone else cty.STRING
-            return text, cty.STRING
+            return got
         if value.kind == "number":
             return value.value, cty.NUMBER
         if value.kind == "bool":
@@ -949,7 +949,7 @@ class _Decoder:
         attr_types: dict[str, cty.CtyType] = {}
         known = True
         for prop in value.props:
-            key = self.template(prop.name, prop.where, (*path, prop.name))
+            key = self.template_key(prop.name, prop.where, (*path, prop.name))
             got = self.expr_value(prop.value, (*path, prop.name))
             if key is None:
                 known = False
@@ -966,14 +966,16 @@ class _Decoder:
             attr_types[key] = got[1]
         return (obj, cty.Object(attr_types)) if known else (UNKNOWN, cty.DYNAMIC)
 
-    def template(self, text: str, where: Source, path: Path) -> str | None:
+    def template(self, text: str, where: Source, path: Path) -> TV | None:
         """Evaluate a JSON string as Nomad does: a template, with functions but no variables.
 
-        Literal text comes back (``$${`` and ``%%{`` stand for ``${`` and ``%{``).
-        A variable in an interpolation gets the agent's own diagnostic
-        (``Variables not allowed``); any other interpolation or directive is
-        reported too, because the launcher does not evaluate expressions (the
-        agent would, with HCL's standard functions).
+        Literal text comes back as a string (``$${`` and ``%%{`` stand for ``${``
+        and ``%{``); a lone interpolation gives its value, of any type. A variable
+        gets the agent's own diagnostic (``Variables not allowed``), as does a
+        failing function call; what the launcher cannot evaluate exactly (see
+        :mod:`nomad_device.wire.hcltemplate`) is refused and says why. None
+        after an error, or an unknown value of any type where the agent could not
+        parse the template.
         """
         parts = _template_parts(text)
         if parts is None:
@@ -984,12 +986,10 @@ class _Decoder:
                 where,
                 path,
             )
-            return None
-        literal = [p for kind, p in parts if kind == "text"]
-        sequences = [(kind, p) for kind, p in parts if kind != "text"]
-        if not sequences:
-            return "".join(literal)
-        variables = [name for _, expr in sequences for name in _variables(expr)]
+            return UNKNOWN, cty.DYNAMIC  # what HCL makes of a template it cannot parse
+        if all(kind == "text" for kind, _ in parts):
+            return "".join(p for _, p in parts), cty.STRING
+        variables = [name for kind, expr in parts if kind != "text" for name in _variables(expr)]
         for name in variables:
             self.error(
                 "Variables not allowed",
@@ -999,15 +999,38 @@ class _Decoder:
                 f"a Nomad agent interpolates nothing in plugin config ({name!r} is a "
                 'variable); write the value itself, or "$${" for a literal "${"',
             )
-        if not variables:
+        if variables:
+            return None
+        try:
+            return hcltemplate.evaluate(parts)
+        except hcltemplate.EvalError as exc:
+            self.error(exc.summary, exc.detail, where, path)
+        except hcltemplate.Unsupported as exc:
             self.error(
                 "Unsupported template",
-                f"The string {go_quote(text)} holds a template expression; the launcher does not "
-                "evaluate these (a Nomad agent would, with HCL's standard functions but no "
-                'variables). Write the resulting value instead, or "$${" for a literal "${".',
+                f"The string {go_quote(text)} holds a template the launcher cannot evaluate "
+                f"exactly as a Nomad agent would: {exc}. Write the resulting value instead, "
+                'or "$${" for a literal "${".',
                 where,
                 path,
             )
+            if isinstance(exc, hcltemplate.Unparsable):
+                return UNKNOWN, cty.DYNAMIC
+        return None
+
+    def template_key(self, text: str, where: Source, path: Path) -> str | None:
+        """An object key: a template whose value must convert to a string."""
+        got = self.template(text, where, path)
+        if got is None or got[0] is UNKNOWN:
+            return None
+        if got[0] is None:
+            problem = "Cannot use null value as an object key."
+        else:
+            try:
+                return str(convert(got[0], got[1], cty.STRING)[0])
+            except ConversionError as exc:
+                problem = f"Cannot use this expression as an object key: {exc}."
+        self.error("Invalid object key expression", problem, where, path)
         return None
 
 
@@ -1073,8 +1096,18 @@ _KEYWORDS: Final = frozenset(
 )
 
 
+_KEY_AFTER: Final = re.compile(r"\s*(?:=(?!=)|:)")
+_FOR: Final = re.compile(r"[\[{]\s*for\s")
+
+
 def _variables(expr: str) -> list[str]:
-    """The variable references (root names of traversals) in an HCL expression's text."""
+    """The variable references (root names of traversals) in an HCL expression's text.
+
+    None in a ``for`` expression: its names are its own, and the evaluator
+    refuses the whole expression anyway.
+    """
+    if _FOR.search(expr):
+        return []
     out = []
     for m in _WORD.finditer(expr):
         name, call = m.group(1), m.group(2)
@@ -1083,6 +1116,9 @@ def _variables(expr: str) -> list[str]:
         before = expr[: m.start()].rstrip()
         if before.endswith(".") or (before and before[-1].isdigit()):
             continue
+        opens_item = expr[: m.start()].rstrip(" \t").endswith(("{", ",", "\n"))
+        if opens_item and _KEY_AFTER.match(expr, m.end()):
+            continue  # an object key ({a = 1}): a name, not a variable
         out.append(name)
     return out
 

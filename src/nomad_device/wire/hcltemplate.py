@@ -1,0 +1,762 @@
+"""HCL 2 template expressions, evaluated as a Nomad agent evaluates plugin config.
+
+The agent reads each JSON string of a plugin's config as an HCL 2 template,
+with HCL's standard functions (the 15 of Nomad's ``GetStdlibFuncs``) and no
+variables. This module evaluates the part of that language whose result it can
+give exactly as go-cty would: literals, tuples and objects, those functions,
+``!``, unary ``-``, ``+ - * /``, ``&&``, ``||``, ``==``, ``!=``, comparisons
+and ``c ? a : b``. Anything else raises :class:`Unsupported` (the caller
+refuses the template and says why) rather than guessing: arithmetic that
+go-cty would round (it computes in 512-bit binary: ``0.1 + 0.2``, ``1 / 3``),
+``%``, indexing, ``for``, template directives, and the few characters whose
+case mapping or grapheme clusters need Unicode tables Python does not carry
+(``ß``, combining marks, flags).
+
+A failure the agent itself reports raises :class:`EvalError` with HCL's
+summary. Variables never get here: the decoder refuses them first, in the
+agent's words.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from typing import Final
+
+from nomad_device.wire import cty
+from nomad_device.wire.ctyconvert import (
+    TV,
+    ConversionError,
+    convert,
+    friendly,
+    go_quote,
+    number_text,
+    unify,
+)
+
+__all__ = ["FUNCTIONS", "EvalError", "Unparsable", "Unsupported", "evaluate"]
+
+
+class Unsupported(Exception):
+    """An expression the agent may accept but this evaluator does not reproduce."""
+
+
+class Unparsable(Unsupported):
+    """Text that is no HCL expression: the agent reports a syntax error there."""
+
+
+class EvalError(Exception):
+    """What the agent reports: HCL's diagnostic summary and detail."""
+
+    def __init__(self, summary: str, detail: str) -> None:
+        super().__init__(f"{summary}: {detail}")
+        self.summary = summary
+        self.detail = detail
+
+
+# ------------------------------------------------------------------ lexing
+
+_TOKEN: Final = re.compile(
+    r"""\s*(?:
+      (?P<number>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)
+    | (?P<string>"(?:[^"\\]|\\.)*")
+    | (?P<ident>[A-Za-z_][A-Za-z0-9_-]*)
+    | (?P<op>\.\.\.|==|!=|<=|>=|&&|\|\||[-+*/%<>!?:=,.()\[\]{}])
+    )""",
+    re.VERBOSE | re.DOTALL,
+)
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(text):
+        if text[i:].strip() == "":
+            break
+        m = _TOKEN.match(text, i)
+        if m is None or m.lastgroup is None:
+            raise Unparsable(f"cannot read {text[i:].strip()[:20]!r}")
+        out.append((m.lastgroup, m.group(m.lastgroup)))
+        i = m.end()
+    out.append(("end", ""))
+    return out
+
+
+_ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\"}
+
+
+def _string_literal(token: str) -> str:
+    body = token[1:-1]
+    if "${" in body.replace("$${", "") or "%{" in body.replace("%%{", ""):
+        raise Unsupported("a template inside a quoted string")
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch != "\\":
+            out.append(ch)
+            i += 1
+            continue
+        nxt = body[i + 1]
+        if nxt in _ESCAPES:
+            out.append(_ESCAPES[nxt])
+            i += 2
+        elif nxt in "uU":
+            width = 4 if nxt == "u" else 8
+            digits = body[i + 2 : i + 2 + width]
+            if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
+                raise Unparsable("a malformed \\u escape")
+            out.append(chr(int(digits, 16)))
+            i += 2 + width
+        else:
+            raise Unparsable(f"the escape \\{nxt}")
+    return "".join(out).replace("$${", "${").replace("%%{", "%{")
+
+
+# ------------------------------------------------------------------ parsing
+
+# An expression tree: ("lit", TV) | ("tuple", [expr]) | ("object", [(key expr, expr)])
+# | ("call", name, [expr], expand_last) | ("unary", op, expr) | ("binary", op, a, b)
+# | ("cond", condition, a, b)
+Expr = tuple[object, ...]
+
+_BINARY: Final = (
+    ("||",),
+    ("&&",),
+    ("==", "!="),
+    ("<", ">", "<=", ">="),
+    ("+", "-"),
+    ("*", "/", "%"),
+)
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.toks = _tokens(text)
+        self.pos = 0
+
+    def peek(self) -> tuple[str, str]:
+        return self.toks[self.pos]
+
+    def take(self, value: str | None = None) -> tuple[str, str]:
+        tok = self.toks[self.pos]
+        if value is not None and tok[1] != value:
+            raise Unparsable(f"expected {value!r}, found {tok[1] or 'the end'!r}")
+        self.pos += 1
+        return tok
+
+    def whole(self) -> Expr:
+        expr = self.expr()
+        if self.peek()[0] != "end":
+            raise Unparsable(f"unexpected {self.peek()[1]!r}")
+        return expr
+
+    def expr(self) -> Expr:
+        expr = self.binary(0)
+        if self.peek()[1] != "?":
+            return expr
+        self.take("?")
+        yes = self.expr()
+        self.take(":")
+        return ("cond", expr, yes, self.expr())
+
+    def binary(self, level: int) -> Expr:
+        if level == len(_BINARY):
+            return self.unary()
+        left = self.binary(level + 1)
+        while self.peek()[0] == "op" and self.peek()[1] in _BINARY[level]:
+            op = self.take()[1]
+            left = ("binary", op, left, self.binary(level + 1))
+        return left
+
+    def unary(self) -> Expr:
+        if self.peek()[1] in ("-", "!"):
+            op = self.take()[1]
+            return ("unary", op, self.unary())
+        expr = self.primary()
+        if self.peek()[1] in ("[", "."):
+            raise Unsupported("indexing or attribute access")
+        return expr
+
+    def primary(self) -> Expr:
+        kind, text = self.take()
+        if kind == "number":
+            return ("lit", (cty.normalize_number(Decimal(text)), cty.NUMBER))
+        if kind == "string":
+            return ("lit", (_string_literal(text), cty.STRING))
+        if kind == "ident":
+            if text in ("true", "false"):
+                return ("lit", (text == "true", cty.BOOL))
+            if text == "null":
+                return ("lit", (None, cty.DYNAMIC))
+            if text == "for":
+                raise Unsupported("a for expression")
+            if self.peek()[1] != "(":
+                raise Unsupported(f"the name {text!r}")  # the decoder reports variables first
+            self.take("(")
+            args, expand = self.items(")", allow_expand=True)
+            return ("call", text, args, expand)
+        if text == "(":
+            inner = self.expr()
+            self.take(")")
+            return inner
+        if text == "[":
+            if self.peek()[1] == "for":
+                raise Unsupported("a for expression")
+            items, _ = self.items("]")
+            return ("tuple", items)
+        if text == "{":
+            return self.object()
+        raise Unparsable(f"unexpected {text or 'end'!r}")
+
+    def items(self, close: str, allow_expand: bool = False) -> tuple[list[Expr], bool]:
+        items: list[Expr] = []
+        expand = False
+        while self.peek()[1] != close:
+            items.append(self.expr())
+            if allow_expand and self.peek()[1] == "...":
+                self.take()
+                expand = True
+                break
+            if self.peek()[1] != ",":
+                break
+            self.take(",")
+        self.take(close)
+        return items, expand
+
+    def object(self) -> Expr:
+        if self.peek()[1] == "for":
+            raise Unsupported("a for expression")
+        pairs: list[tuple[Expr, Expr]] = []
+        while self.peek()[1] != "}":
+            kind, text = self.peek()
+            if kind == "ident" and self.toks[self.pos + 1][1] in ("=", ":"):
+                self.take()
+                key: Expr = ("lit", (text, cty.STRING))
+            else:
+                key = self.expr()
+            if self.peek()[1] not in ("=", ":"):
+                raise Unparsable("an object item without = or :")
+            self.take()
+            pairs.append((key, self.expr()))
+            if self.peek()[1] == ",":
+                self.take()
+        self.take("}")
+        return ("object", pairs)
+
+
+# --------------------------------------------------------------- evaluation
+
+
+def evaluate(parts: Sequence[tuple[str, str]]) -> TV:
+    """A template's value: its parts as ``hcldec._template_parts`` splits them.
+
+    A lone interpolation gives its value as it is (HCL unwraps it); text with
+    interpolations gives a string.
+    """
+    if any(kind == "directive" for kind, _ in parts):
+        raise Unsupported("a template directive (%{...})")
+    if len(parts) == 1 and parts[0][0] == "interp":
+        return _eval(_Parser(parts[0][1]).whole())
+    out: list[str] = []
+    for kind, text in parts:
+        if kind == "text":
+            out.append(text)
+            continue
+        value, ty = _eval(_Parser(text).whole())
+        if value is None:
+            raise EvalError(
+                "Invalid template interpolation value", "The expression result is null."
+            )
+        try:
+            out.append(str(convert(value, ty, cty.STRING)[0]))
+        except ConversionError:
+            raise EvalError(
+                "Invalid template interpolation value",
+                f"Cannot include the given value in a string template: string required, "
+                f"but have {friendly(ty)}.",
+            ) from None
+    return "".join(out), cty.STRING
+
+
+def _eval(expr: Expr) -> TV:
+    kind = expr[0]
+    if kind == "lit":
+        value = expr[1]
+        assert isinstance(value, tuple)
+        return value[0], value[1]
+    if kind == "tuple":
+        items = [_eval(e) for e in expr[1]]  # type: ignore[attr-defined]
+        return [v for v, _ in items], cty.Tuple([t for _, t in items])
+    if kind == "object":
+        obj: dict[str, object] = {}
+        types: dict[str, cty.CtyType] = {}
+        for key_expr, value_expr in expr[1]:  # type: ignore[attr-defined]
+            key, key_ty = _eval(key_expr)
+            if key is None or key_ty not in (cty.STRING, cty.NUMBER, cty.BOOL):
+                raise Unsupported("an object key that is not a string")
+            name = str(convert(key, key_ty, cty.STRING)[0])
+            if name in obj:
+                raise Unsupported(f"the object key {name!r} given twice")
+            obj[name], types[name] = _eval(value_expr)
+        return obj, cty.Object(types)
+    if kind == "cond":
+        return _conditional(_eval(expr[1]), expr[2], expr[3])  # type: ignore[arg-type]
+    if kind == "unary":
+        return _unary(str(expr[1]), _eval(expr[2]))  # type: ignore[arg-type]
+    if kind == "binary":
+        return _binary(str(expr[1]), _eval(expr[2]), _eval(expr[3]))  # type: ignore[arg-type]
+    assert kind == "call"
+    name, arg_exprs, expand = str(expr[1]), expr[2], bool(expr[3])
+    args = [_eval(e) for e in arg_exprs]  # type: ignore[attr-defined]
+    if expand:
+        last, last_ty = args.pop()
+        if not isinstance(last_ty, cty.Tuple) or not isinstance(last, list):
+            raise Unsupported("expanding (...) anything but a tuple")
+        args.extend(zip(last, last_ty.elems, strict=True))
+    function = FUNCTIONS.get(name)
+    if function is None:
+        raise EvalError("Call to unknown function", f"There is no function named {go_quote(name)}.")
+    return function(args)
+
+
+def _conditional(condition: TV, yes: Expr, no: Expr) -> TV:
+    """``c ? a : b``: both results typed, the chosen one converted to their common type."""
+    if condition[0] is None:
+        raise EvalError("Null condition", "The condition value is null.")
+    try:
+        chosen = convert(condition[0], condition[1], cty.BOOL)[0]
+    except ConversionError as exc:
+        raise EvalError("Incorrect condition type", f"The condition expression {exc}.") from None
+    results = [_eval(yes), _eval(no)]
+    types = [ty for _, ty in results]
+    if any(ty not in (cty.STRING, cty.NUMBER, cty.BOOL, cty.DYNAMIC) for ty in types):
+        raise Unsupported("a conditional with a collection for a result")
+    common = unify(types)
+    if common is None:
+        raise EvalError(
+            "Inconsistent conditional result types",
+            f"The true and false result expressions must have consistent types. The true "
+            f"result is {friendly(types[0])}, but the false result is {friendly(types[1])}.",
+        )
+    value, ty = results[0] if chosen else results[1]
+    return convert(value, ty, common)
+
+
+def _operand(got: TV, want: cty.CtyType) -> object:
+    value, ty = got
+    if value is None:
+        raise EvalError("Invalid operand", "Unsuitable value for operand: must not be null.")
+    try:
+        return convert(value, ty, want)[0]
+    except ConversionError as exc:
+        raise EvalError("Invalid operand", f"Unsuitable value for operand: {exc}.") from None
+
+
+def _exact(value: object, what: str) -> Fraction:
+    """A number whose 512-bit binary form is exactly itself, or Unsupported."""
+    number = Fraction(value) if isinstance(value, int) else Fraction(Decimal(number_text(value)))
+    if not _fits(number):
+        raise Unsupported(
+            f"{what} with {number_text(value)}, which go-cty rounds to 512 binary digits"
+        )
+    return number
+
+
+def _fits(number: Fraction) -> bool:
+    denominator = number.denominator
+    if denominator & (denominator - 1):
+        return False  # not a binary fraction: 0.1, 1/3
+    odd = abs(number.numerator)
+    while odd and not odd & 1:
+        odd >>= 1
+    return odd.bit_length() <= 512
+
+
+def _number_result(number: Fraction, what: str) -> object:
+    """An exact result as the decoder keeps numbers; Unsupported where go-cty would round."""
+    if not _fits(number):
+        raise Unsupported(f"{what}: its result is rounded by go-cty to 512 binary digits")
+    if number.denominator == 1:
+        return int(number)
+    as_float = float(number)
+    if Fraction(as_float) != number:
+        raise Unsupported(f"{what}: its result has more binary digits than a float64")
+    return as_float
+
+
+def _unary(op: str, got: TV) -> TV:
+    if op == "!":
+        return not _operand(got, cty.BOOL), cty.BOOL
+    value = _operand(got, cty.NUMBER)
+    if isinstance(value, int):
+        return -value, cty.NUMBER
+    return cty.normalize_number(-Decimal(number_text(value))), cty.NUMBER
+
+
+def _binary(op: str, left: TV, right: TV) -> TV:
+    if op in ("&&", "||"):
+        a, b = _operand(left, cty.BOOL), _operand(right, cty.BOOL)
+        return (bool(a and b) if op == "&&" else bool(a or b)), cty.BOOL
+    if op in ("==", "!="):
+        for value, ty in (left, right):
+            if ty not in (cty.STRING, cty.NUMBER, cty.BOOL) and value is not None:
+                raise Unsupported("comparing collections")
+        same = left[1] == right[1] and _number_key(left) == _number_key(right)
+        if left[0] is None or right[0] is None:
+            same = left[0] is None and right[0] is None
+        return (same if op == "==" else not same), cty.BOOL
+    a, b = _operand(left, cty.NUMBER), _operand(right, cty.NUMBER)
+    if op in ("<", ">", "<=", ">="):
+        x, y = Decimal(number_text(a)), Decimal(number_text(b))
+        result = {"<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op]
+        return result, cty.BOOL
+    what = f"the {op} operator"
+    if op == "%":
+        raise Unsupported(f"{what} (go-cty's remainder of fractions)")
+    p, q = _exact(a, what), _exact(b, what)
+    if op == "/":
+        if q == 0:
+            raise Unsupported("a division by zero")
+        return _number_result(p / q, what), cty.NUMBER
+    return _number_result({"+": p + q, "-": p - q, "*": p * q}[op], what), cty.NUMBER
+
+
+def _number_key(got: TV) -> object:
+    value, ty = got
+    return Decimal(number_text(value)) if ty is cty.NUMBER else value
+
+
+# ---------------------------------------------------------------- functions
+
+Function = Callable[[list[TV]], TV]
+
+
+def _params(name: str, args: list[TV], types: Sequence[cty.CtyType]) -> list[object]:
+    """Arguments converted to the parameter types, as go-cty's function calls do."""
+    if len(args) < len(types):
+        raise EvalError(
+            "Not enough function arguments",
+            f"Function {go_quote(name)} expects {len(types)} argument(s). Missing value for "
+            f"{go_quote(_PARAM_NAMES[name][len(args)])}.",
+        )
+    if len(args) > len(types):
+        raise EvalError(
+            "Too many function arguments",
+            f"Function {go_quote(name)} expects only {len(types)} argument(s).",
+        )
+    return [_param(name, i, arg, ty) for i, (arg, ty) in enumerate(zip(args, types, strict=True))]
+
+
+def _param(name: str, index: int, arg: TV, want: cty.CtyType) -> object:
+    value, ty = arg
+    param = _PARAM_NAMES[name][min(index, len(_PARAM_NAMES[name]) - 1)]
+    if value is None:
+        raise EvalError(
+            "Invalid function argument",
+            f"Invalid value for {go_quote(param)} parameter: argument must not be null.",
+        )
+    try:
+        return convert(value, ty, want)[0]
+    except ConversionError as exc:
+        raise EvalError(
+            "Invalid function argument", f"Invalid value for {go_quote(param)} parameter: {exc}."
+        ) from None
+
+
+_PARAM_NAMES: Final[Mapping[str, Sequence[str]]] = {
+    "abs": ["num"],
+    "coalesce": ["vals"],
+    "concat": ["seqs"],
+    "hasindex": ["collection", "key"],
+    "int": ["num"],
+    "jsondecode": ["str"],
+    "jsonencode": ["val"],
+    "length": ["collection"],
+    "lower": ["str"],
+    "max": ["numbers"],
+    "min": ["numbers"],
+    "reverse": ["str"],
+    "strlen": ["str"],
+    "substr": ["str", "offset", "length"],
+    "upper": ["str"],
+}
+
+
+def _case_mapped(text: object, name: str, mapping: Callable[[str], str]) -> str:
+    """Go's ``strings.ToUpper``/``ToLower``: each character by Unicode's simple mapping.
+
+    Python maps some characters to several (``ß``, ``İ``); Go keeps or maps them
+    to one, by tables this module does not carry, so those are refused.
+    """
+    assert isinstance(text, str)
+    out = []
+    for ch in text:
+        mapped = mapping(ch)
+        if len(mapped) != 1:
+            raise Unsupported(f"{name}() of {ch!r}, which Go maps by its own Unicode tables")
+        out.append(mapped)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
+#: Characters that join a grapheme cluster without being marks: Hangul jamo,
+#: regional indicators, emoji modifiers, and letters that are Prepend or SpacingMark.
+_JOINING: Final = re.compile(
+    "[\u1100-\u11ff\ua960-\ua97f\ud7b0-\ud7ff\U0001f1e6-\U0001f1ff"
+    "\U0001f3fb-\U0001f3ff\u0e33\u0eb3\u0d4e\U000111c2\U000111c3\U0001193f"
+    "\U00011941\U00011a3a\U00011a84-\U00011a89\U00011d46\U00011f02]"
+)
+
+
+def _clusters(text: object, name: str) -> list[str]:
+    """Grapheme clusters of text where each character is one (CR LF excepted).
+
+    Marks, format characters and the few letters that join (``_JOINING``) would
+    need Unicode's segmentation rules, which Python lacks: refused.
+    """
+    assert isinstance(text, str)
+    for ch in text:
+        if unicodedata.category(ch)[0] in "MC" and ch not in "\r\n" and not _control(ch):
+            raise Unsupported(f"{name}() of text with {ch!r}, part of a larger character")
+        if _JOINING.match(ch):
+            raise Unsupported(f"{name}() of text with {ch!r}, part of a larger character")
+    return re.findall(r"\r\n|.", text, re.DOTALL)
+
+
+def _control(ch: str) -> bool:
+    return unicodedata.category(ch) == "Cc"
+
+
+def _int_param(value: object, name: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise _failed("substr", f"{name}: value must be a whole number")
+
+
+def _upper(args: list[TV]) -> TV:
+    (text,) = _params("upper", args, [cty.STRING])
+    return _case_mapped(text, "upper", str.upper), cty.STRING
+
+
+def _lower(args: list[TV]) -> TV:
+    (text,) = _params("lower", args, [cty.STRING])
+    return _case_mapped(text, "lower", str.lower), cty.STRING
+
+
+def _strlen(args: list[TV]) -> TV:
+    (text,) = _params("strlen", args, [cty.STRING])
+    return len(_clusters(text, "strlen")), cty.NUMBER
+
+
+def _reverse(args: list[TV]) -> TV:
+    (text,) = _params("reverse", args, [cty.STRING])
+    return "".join(reversed(_clusters(text, "reverse"))), cty.STRING
+
+
+def _substr(args: list[TV]) -> TV:
+    text, offset_v, length_v = _params("substr", args, [cty.STRING, cty.NUMBER, cty.NUMBER])
+    clusters = _clusters(text, "substr")
+    offset, length = _int_param(offset_v, "offset"), _int_param(length_v, "length")
+    # go-cty's walk: a negative offset counts from the end (and still before the
+    # start, from the start); past the end gives ""; a negative length, or 0 with a
+    # negative offset, takes the rest.
+    if offset < 0:
+        offset += len(clusters)
+    elif length == 0:
+        return "", cty.STRING
+    if offset > len(clusters):
+        return "", cty.STRING
+    rest = clusters[max(offset, 0) :]
+    if length <= 0:
+        return "".join(rest), cty.STRING
+    return "".join(rest[:length]), cty.STRING
+
+
+def _abs(args: list[TV]) -> TV:
+    (value,) = _params("abs", args, [cty.NUMBER])
+    if isinstance(value, int):
+        return abs(value), cty.NUMBER
+    return cty.normalize_number(abs(Decimal(number_text(value)))), cty.NUMBER
+
+
+def _int(args: list[TV]) -> TV:
+    (value,) = _params("int", args, [cty.NUMBER])
+    if isinstance(value, int):
+        return value, cty.NUMBER
+    number = Decimal(number_text(value))
+    if not number.is_finite():
+        raise Unsupported("int() of an infinity")
+    return int(number), cty.NUMBER
+
+
+def _extreme(name: str, pick: Callable[[Decimal, Decimal], bool]) -> Function:
+    def call(args: list[TV]) -> TV:
+        values = [_param(name, i, arg, cty.NUMBER) for i, arg in enumerate(args)]
+        if not values:
+            raise EvalError(
+                "Error in function call",
+                f"Call to function {go_quote(name)} failed: must pass at least one number.",
+            )
+        best = values[0]
+        for value in values[1:]:
+            if pick(Decimal(number_text(value)), Decimal(number_text(best))):
+                best = value
+        return best, cty.NUMBER
+
+    return call
+
+
+def _length(args: list[TV]) -> TV:
+    (value,) = _params("length", args, [cty.DYNAMIC])
+    ty = args[0][1]
+    if not isinstance(ty, cty.Tuple | cty.List | cty.Map | cty.Set):
+        raise _failed("length", "collection must be a list, a map or a tuple")
+    assert isinstance(value, list | dict)
+    return len(value), cty.NUMBER
+
+
+def _failed(name: str, message: str) -> EvalError:
+    """An error from a function's own checks (not its parameters'), as HCL words it."""
+    detail = f"Call to function {go_quote(name)} failed: {message}."
+    return EvalError("Error in function call", detail)
+
+
+def _hasindex(args: list[TV]) -> TV:
+    if len(args) != 2:
+        _params("hasindex", args, [cty.DYNAMIC, cty.DYNAMIC])
+    (value, ty), (key, key_ty) = args
+    if not isinstance(ty, cty.Tuple) or key_ty is not cty.NUMBER or value is None:
+        raise Unsupported("hasindex() other than a tuple and a number")
+    assert isinstance(value, list)
+    return isinstance(key, int) and 0 <= key < len(value), cty.BOOL
+
+
+def _coalesce(args: list[TV]) -> TV:
+    types = [ty for _, ty in args]
+    if any(t not in (cty.STRING, cty.NUMBER, cty.BOOL, cty.DYNAMIC) for t in types):
+        raise Unsupported("coalesce() of collections")
+    want = unify(types)
+    if want is None:
+        raise _failed("coalesce", "all arguments must have the same type")
+    for value, ty in args:
+        if value is not None:
+            return convert(value, ty, want)
+    raise _failed("coalesce", "no non-null arguments")
+
+
+def _concat(args: list[TV]) -> TV:
+    if not args:
+        raise EvalError(
+            "Not enough function arguments",
+            'Function "concat" expects at least 1 argument(s). Missing value for "seqs".',
+        )
+    values: list[object] = []
+    types: list[cty.CtyType] = []
+    for value, ty in args:
+        if isinstance(ty, cty.List):
+            raise Unsupported("concat() of lists")
+        if not isinstance(ty, cty.Tuple) or not isinstance(value, list):
+            raise EvalError(
+                "Invalid function argument",
+                'Invalid value for "seqs" parameter: all arguments must be lists or tuples; '
+                f"got {friendly(ty)}.",
+            )
+        values.extend(value)
+        types.extend(ty.elems)
+    return values, cty.Tuple(types)
+
+
+def _jsonencode(args: list[TV]) -> TV:
+    if len(args) != 1:
+        _params("jsonencode", args, [cty.DYNAMIC])
+    value, ty = args[0]
+    return _json_text(value, ty), cty.STRING
+
+
+def _json_text(value: object, ty: cty.CtyType) -> str:
+    if value is None:
+        return "null"
+    if ty is cty.STRING:
+        return cty.go_json_string(str(value))
+    if ty is cty.NUMBER:
+        return number_text(value)
+    if ty is cty.BOOL:
+        return "true" if value else "false"
+    if isinstance(ty, cty.Tuple) and isinstance(value, list):
+        return "[" + ",".join(_json_text(v, t) for v, t in zip(value, ty.elems, strict=True)) + "]"
+    if isinstance(ty, cty.Object) and isinstance(value, dict):
+        members = [
+            f"{cty.go_json_string(k)}:{_json_text(value[k], ty.attrs[k])}" for k in sorted(value)
+        ]
+        return "{" + ",".join(members) + "}"
+    raise Unsupported(f"jsonencode() of {friendly(ty)}")
+
+
+def _jsondecode(args: list[TV]) -> TV:
+    (text,) = _params("jsondecode", args, [cty.STRING])
+    assert isinstance(text, str)
+
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        out = dict(items)
+        if len(out) != len(items):
+            raise Unsupported("jsondecode() of an object with a repeated key")
+        return out
+
+    try:
+        raw = json.loads(
+            text,
+            parse_float=Decimal,
+            parse_int=Decimal,
+            parse_constant=lambda c: _bad_json(c),
+            object_pairs_hook=pairs,
+        )
+    except (ValueError, InvalidOperation) as exc:
+        raise _failed("jsondecode", f"not JSON: {exc}") from None
+    return _from_json(raw)
+
+
+def _bad_json(constant: str) -> object:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _from_json(raw: object) -> TV:
+    if raw is None:
+        return None, cty.DYNAMIC
+    if isinstance(raw, bool):
+        return raw, cty.BOOL
+    if isinstance(raw, Decimal):
+        return cty.normalize_number(raw), cty.NUMBER
+    if isinstance(raw, str):
+        return raw, cty.STRING
+    if isinstance(raw, list):
+        items = [_from_json(v) for v in raw]
+        return [v for v, _ in items], cty.Tuple([t for _, t in items])
+    assert isinstance(raw, dict)
+    members = {k: _from_json(v) for k, v in raw.items()}
+    return {k: v for k, (v, _) in members.items()}, cty.Object(
+        {k: t for k, (_, t) in members.items()}
+    )
+
+
+#: Nomad's ``GetStdlibFuncs``: the functions a plugin config may call.
+FUNCTIONS: Final[Mapping[str, Function]] = {
+    "abs": _abs,
+    "coalesce": _coalesce,
+    "concat": _concat,
+    "hasindex": _hasindex,
+    "int": _int,
+    "jsondecode": _jsondecode,
+    "jsonencode": _jsonencode,
+    "length": _length,
+    "lower": _lower,
+    "max": _extreme("max", lambda a, b: a > b),
+    "min": _extreme("min", lambda a, b: a < b),
+    "reverse": _reverse,
+    "strlen": _strlen,
+    "substr": _substr,
+    "upper": _upper,
+}
