@@ -470,7 +470,7 @@ def test_a_failing_template_gets_the_agents_summary(body: str, summary: str) -> 
         ("${[1][0]}", "indexing"),
         ("%{if true}x%{endif}", "a template directive"),
         ('${upper("ß")}', "upper() of 'ß', which Go maps by its own Unicode tables"),
-        ('${strlen("e\\u0301")}', "part of a larger character"),
+        ('${strlen("x\\u0301")}', "part of a larger character"),
         ('${concat(jsondecode("[1]"), [for x in [1]: x])}', "a for expression"),
     ],
 )

@@ -210,6 +210,8 @@ TEMPLATES: list[tuple[str, str]] = [
         "accept",
     ),
     ('label = "${reverse("añb\\r\\n")}"', "accept"),
+    ('label = "${upper("e\\u0301")}${strlen("e\\u0301")}"', "accept"),
+    ('label = "${"\\ud800"}"', "refuse"),
     ('label = "${upper("éσ")}${lower("ÉΣ")}"', "accept"),
     ('label = "${coalesce(null, 1)}"', "accept"),
     ('label = "${jsonencode({b = [1.50, "<&>"], a = null, c = true})}"', "accept"),

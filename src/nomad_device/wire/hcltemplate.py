@@ -110,11 +110,18 @@ def _string_literal(token: str) -> str:
             digits = body[i + 2 : i + 2 + width]
             if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
                 raise Unparsable("a malformed \\u escape")
-            out.append(chr(int(digits, 16)))
+            code = int(digits, 16)
+            if 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
+                raise EvalError(
+                    "Invalid escape sequence", f"Cannot encode character U+{code:04x} in UTF-8."
+                )
+            out.append(chr(code))
             i += 2 + width
         else:
             raise Unparsable(f"the escape \\{nxt}")
-    return "".join(out).replace("$${", "${").replace("%%{", "%{")
+    # cty keeps every string in NFC, as the agent's values are.
+    text = "".join(out).replace("$${", "${").replace("%%{", "%{")
+    return unicodedata.normalize("NFC", text)
 
 
 # ------------------------------------------------------------------ parsing
