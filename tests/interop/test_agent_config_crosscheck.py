@@ -235,6 +235,7 @@ TEMPLATES: list[tuple[str, str]] = [
     ('on = "${hasindex(["a"], 0) && !hasindex(["a"], 1)}"', "accept"),
     ('label = "${null}"', "accept"),
     ('label = "${nope("x")}"', "refuse"),
+    ('label = "${nope(upper(null))}"', "refuse"),
     ('label = "${upper(null)}"', "refuse"),
     ('label = "${upper([1])}"', "refuse"),
     ('label = "${upper("a", "b")}"', "refuse"),

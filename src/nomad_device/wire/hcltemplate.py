@@ -319,15 +319,15 @@ def _eval(expr: Expr) -> TV:
         return _binary(str(expr[1]), _eval(expr[2]), _eval(expr[3]))  # type: ignore[arg-type]
     assert kind == "call"
     name, arg_exprs, expand = str(expr[1]), expr[2], bool(expr[3])
+    function = FUNCTIONS.get(name)
+    if function is None:  # before the arguments, as HCL looks it up
+        raise EvalError("Call to unknown function", f"There is no function named {go_quote(name)}.")
     args = [_eval(e) for e in arg_exprs]  # type: ignore[attr-defined]
     if expand:
         last, last_ty = args.pop()
         if not isinstance(last_ty, cty.Tuple) or not isinstance(last, list):
             raise Unsupported("expanding (...) anything but a tuple")
         args.extend(zip(last, last_ty.elems, strict=True))
-    function = FUNCTIONS.get(name)
-    if function is None:
-        raise EvalError("Call to unknown function", f"There is no function named {go_quote(name)}.")
     return function(args)
 
 
