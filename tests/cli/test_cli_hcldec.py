@@ -466,7 +466,9 @@ def test_a_failing_template_gets_the_agents_summary(body: str, summary: str) -> 
     [
         ("${0.1 + 0.2}", "0.1, which go-cty rounds to 512 binary digits"),
         ("${1 / 3}", "its result is rounded by go-cty to 512 binary digits"),
-        ("${7 % 3}", "the % operator"),
+        ("${7.5 % 2}", "the % operator with fractions"),
+        ("${7 / 0}", "a division by zero"),
+        ("${-0 * 1}", "a zero result whose sign go-cty keeps"),
         ("${[1][0]}", "indexing"),
         ("%{if true}x%{endif}", "a template directive"),
         ('${upper("ß")}', "upper() of 'ß', which Go maps by its own Unicode tables"),

@@ -220,6 +220,8 @@ TEMPLATES: list[tuple[str, str]] = [
     ('label = "${1 == "1"}${2 < 3}${"a" != "b"}${!true || false}"', "accept"),
     ('label = "a${1.50}b${true}c${-0.5}"', "accept"),
     ('count = "${max(1, "7", 3)}"', "accept"),
+    ('count = "${-7 % 3 + 7 % -3 * 10 + 7 % 0}"', "accept"),
+    ('label = "${-0}${jsonencode(-0)}${abs(-0)}${jsondecode("-0")}${-0 == 0}"', "accept"),
     ('count = "${int(-2.7) * 3 + abs(-1)}"', "accept"),
     ('count = "${max([1, 7, 3]...)}"', "accept"),
     ('ratio = "${7 / 2}"', "accept"),

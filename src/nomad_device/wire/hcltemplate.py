@@ -4,11 +4,11 @@ The agent reads each JSON string of a plugin's config as an HCL 2 template,
 with HCL's standard functions (the 15 of Nomad's ``GetStdlibFuncs``) and no
 variables. This module evaluates the part of that language whose result it can
 give exactly as go-cty would: literals, tuples and objects, those functions,
-``!``, unary ``-``, ``+ - * /``, ``&&``, ``||``, ``==``, ``!=``, comparisons
+``!``, unary ``-``, ``+ - * / %``, ``&&``, ``||``, ``==``, ``!=``, comparisons
 and ``c ? a : b``. Anything else raises :class:`Unsupported` (the caller
 refuses the template and says why) rather than guessing: arithmetic that
 go-cty would round (it computes in 512-bit binary: ``0.1 + 0.2``, ``1 / 3``),
-``%``, indexing, ``for``, template directives, and the few characters whose
+``%`` of fractions, indexing, ``for``, template directives, and the few characters whose
 case mapping or grapheme clusters need Unicode tables Python does not carry
 (``ß``, combining marks, flags).
 
@@ -400,9 +400,20 @@ def _unary(op: str, got: TV) -> TV:
     if op == "!":
         return not _operand(got, cty.BOOL), cty.BOOL
     value = _operand(got, cty.NUMBER)
+    if _is_zero(value):
+        return (0 if _negative(value) else -0.0), cty.NUMBER  # go-cty keeps the sign of 0
     if isinstance(value, int):
         return -value, cty.NUMBER
     return cty.normalize_number(-Decimal(number_text(value))), cty.NUMBER
+
+
+def _is_zero(value: object) -> bool:
+    return Decimal(number_text(value)).is_zero()
+
+
+def _negative(value: object) -> bool:
+    """Below zero, or -0 (which go-cty's big.Float keeps, and prints as "-0")."""
+    return Decimal(number_text(value)).is_signed()
 
 
 def _binary(op: str, left: TV, right: TV) -> TV:
@@ -424,13 +435,28 @@ def _binary(op: str, left: TV, right: TV) -> TV:
         return result, cty.BOOL
     what = f"the {op} operator"
     if op == "%":
-        raise Unsupported(f"{what} (go-cty's remainder of fractions)")
+        return _remainder(a, b, what), cty.NUMBER
     p, q = _exact(a, what), _exact(b, what)
-    if op == "/":
-        if q == 0:
-            raise Unsupported("a division by zero")
-        return _number_result(p / q, what), cty.NUMBER
-    return _number_result({"+": p + q, "-": p - q, "*": p * q}[op], what), cty.NUMBER
+    if op == "/" and q == 0:
+        raise Unsupported("a division by zero (go-cty gives an infinity)")
+    total = p / q if op == "/" else {"+": p + q, "-": p - q, "*": p * q}[op]
+    if total == 0 and (_negative(a) or _negative(b)):
+        raise Unsupported(f"{what} with a zero result whose sign go-cty keeps")
+    return _number_result(total, what), cty.NUMBER
+
+
+def _remainder(a: object, b: object, what: str) -> int:
+    """go-cty's ``%``: ``a - b * trunc(a / b)`` (the sign of ``a``), ``a`` itself for 0.
+
+    Whole numbers below 2**64 only: there its rounded quotient truncates exactly.
+    """
+    if not all(isinstance(n, int) and not isinstance(n, bool) and abs(n) < 2**64 for n in (a, b)):
+        raise Unsupported(f"{what} with fractions or huge numbers (go-cty rounds their quotient)")
+    assert isinstance(a, int) and isinstance(b, int)
+    if b == 0:
+        return a
+    quotient = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+    return a - b * quotient
 
 
 def _number_key(got: TV) -> object:
@@ -736,6 +762,8 @@ def _from_json(raw: object) -> TV:
     if isinstance(raw, bool):
         return raw, cty.BOOL
     if isinstance(raw, Decimal):
+        if raw.is_zero() and raw.is_signed():
+            return -0.0, cty.NUMBER  # "-0": go-cty keeps the sign
         return cty.normalize_number(raw), cty.NUMBER
     if isinstance(raw, str):
         return raw, cty.STRING
