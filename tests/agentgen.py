@@ -426,6 +426,63 @@ def spec_b64(spec_pb: Any) -> str:
     return base64.b64encode(spec_pb.SerializeToString()).decode()
 
 
+# ------------------------------------------------------------- templates
+
+#: Nomad's 15 functions, and one it does not have.
+_FUNCTIONS: Final = [
+    "abs", "coalesce", "concat", "hasindex", "int", "jsondecode", "jsonencode", "length",
+    "lower", "max", "min", "reverse", "strlen", "substr", "upper", "nope",
+]  # fmt: skip
+_TEMPLATE_STRINGS: Final = ["", "a", "AbC", "kvm", "x y", "é", "1", "2.5", "true", "<&>", "-0"]
+_TEMPLATE_NUMBERS: Final = ["0", "1", "2", "3", "7", "10", "0.5", "1.5", "2.25", "0.1", "1e3"]
+_OPERATORS: Final = ["+", "-", "*", "/", "%", "==", "!=", "<", ">=", "&&", "||"]
+
+
+@st.composite
+def template_expression(draw: st.DrawFn, depth: int = 0) -> str:
+    """An HCL 2 expression without variables: literals, calls, operators, conditionals."""
+    leaves = ["number", "string", "bool", "null"]
+    inner = ["tuple", "object", "call", "call", "call", "unary", "binary", "binary", "cond"]
+    kind = draw(st.sampled_from(leaves + (inner if depth < 3 else [])))
+    sub = template_expression(depth + 1)
+    if kind == "number":
+        return draw(st.sampled_from(_TEMPLATE_NUMBERS))
+    if kind == "string":
+        return json.dumps(draw(st.sampled_from(_TEMPLATE_STRINGS)), ensure_ascii=False)
+    if kind == "bool":
+        return draw(st.sampled_from(["true", "false"]))
+    if kind == "null":
+        return "null"
+    if kind == "tuple":
+        return "[" + ", ".join(draw(st.lists(sub, max_size=3))) + "]"
+    if kind == "object":
+        items = draw(st.lists(st.tuples(st.sampled_from("abk"), sub), max_size=2))
+        return "{" + ", ".join(f"{k} = {v}" for k, v in items) + "}"
+    if kind == "call":
+        name = draw(st.sampled_from(_FUNCTIONS))
+        return f"{name}({', '.join(draw(st.lists(sub, max_size=3)))})"
+    if kind == "unary":
+        return draw(st.sampled_from(["-", "!"])) + draw(sub)
+    if kind == "binary":
+        return f"({draw(sub)} {draw(st.sampled_from(_OPERATORS))} {draw(sub)})"
+    return f"({draw(sub)} ? {draw(sub)} : {draw(sub)})"
+
+
+@st.composite
+def template_cases(draw: st.DrawFn, attributes: Sequence[str]) -> Case:
+    """A JSON agent file setting one of ``attributes`` of plugin "templated" to a template."""
+    expression = draw(template_expression())
+    template = "${" + expression + "}" if draw(st.booleans()) else "x${" + expression + "}y"
+    attr = draw(st.sampled_from(list(attributes)))
+    text = json.dumps({"plugin": [{"templated": [{"config": [{attr: template}]}]}]})
+    return Case("templated", text, True, f"{attr} = {template}")
+
+
+def declined(answer: dict[str, Any]) -> bool:
+    """The launcher refused a template it does not reproduce exactly (and says so)."""
+    return any(e.startswith("Unsupported template") for e in answer.get("errors", []))
+
+
 def python(case: Case, spec: hclspec.Spec) -> dict[str, Any]:
     """The SDK's answer, in the Go tool's shape."""
     got = agentconfig.from_agent_text(case.text, spec, case.label)

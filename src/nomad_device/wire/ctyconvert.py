@@ -20,6 +20,7 @@ __all__ = [
     "UNKNOWN",
     "ConversionError",
     "convert",
+    "convertible",
     "friendly",
     "go_quote",
     "has_dynamic_part",
@@ -98,7 +99,7 @@ def has_dynamic_part(ty: cty.CtyType) -> bool:
     return False
 
 
-def _convertible(src: cty.CtyType, dst: cty.CtyType) -> bool:
+def convertible(src: cty.CtyType, dst: cty.CtyType) -> bool:
     """Whether go-cty has an (unsafe) conversion from ``src`` to ``dst``."""
     if src == dst or dst is cty.DYNAMIC or src is cty.DYNAMIC:
         return True
@@ -106,23 +107,23 @@ def _convertible(src: cty.CtyType, dst: cty.CtyType) -> bool:
         return cty.BOOL not in (src, dst) or cty.NUMBER not in (src, dst)
     if isinstance(dst, cty.Object) and isinstance(src, cty.Object):
         return all(
-            name in src.attrs and _convertible(src.attrs[name], aty)
+            name in src.attrs and convertible(src.attrs[name], aty)
             for name, aty in dst.attrs.items()
         )
     if isinstance(dst, cty.Tuple) and isinstance(src, cty.Tuple):
         return len(src.elems) == len(dst.elems) and all(
-            _convertible(s, d) for s, d in zip(src.elems, dst.elems, strict=True)
+            convertible(s, d) for s, d in zip(src.elems, dst.elems, strict=True)
         )
     if isinstance(dst, cty.List | cty.Set) and isinstance(src, cty.List | cty.Set):
-        return _convertible(src.elem, dst.elem)
+        return convertible(src.elem, dst.elem)
     if isinstance(dst, cty.Map) and isinstance(src, cty.Map):
-        return _convertible(src.elem, dst.elem)
+        return convertible(src.elem, dst.elem)
     if isinstance(dst, cty.List | cty.Set) and isinstance(src, cty.Tuple):
         return _elements_convertible(list(src.elems), dst.elem)
     if isinstance(dst, cty.Map) and isinstance(src, cty.Object):
         return _elements_convertible(list(src.attrs.values()), dst.elem)
     if isinstance(dst, cty.Object) and isinstance(src, cty.Map):
-        return all(_convertible(src.elem, aty) for aty in dst.attrs.values())
+        return all(convertible(src.elem, aty) for aty in dst.attrs.values())
     return False
 
 
@@ -136,7 +137,7 @@ def _elements_convertible(types: list[cty.CtyType], elem: cty.CtyType) -> bool:
         if unified is cty.DYNAMIC:
             return all(t is cty.DYNAMIC for t in types)
         elem = unified
-    return all(_convertible(t, elem) for t in types)
+    return all(convertible(t, elem) for t in types)
 
 
 _PRIMITIVE_PREFERENCE: Final = (cty.STRING, cty.NUMBER, cty.BOOL)
@@ -196,7 +197,7 @@ def unify(types: Sequence[cty.CtyType]) -> cty.CtyType | None:
             elems.append(sub)
         return cty.Tuple(elems)
     for want in _PRIMITIVE_PREFERENCE:
-        if want in concrete and all(_convertible(t, want) for t in concrete):
+        if want in concrete and all(convertible(t, want) for t in concrete):
             return want
     return None
 
@@ -214,7 +215,7 @@ def mismatch(got: cty.CtyType, want: cty.CtyType) -> str:
             return f"attributes {', '.join(quoted[:-1])}, and {quoted[-1]} are required"
         for name, wty in want.attrs.items():
             gty = got.attrs[name]
-            if gty != wty and not _convertible(gty, wty):
+            if gty != wty and not convertible(gty, wty):
                 return f"attribute {go_quote(name)}: {mismatch(gty, wty)}"
         return "incorrect object attributes"
     collection = isinstance(want, cty.List | cty.Set | cty.Map)
@@ -231,11 +232,11 @@ def mismatch(got: cty.CtyType, want: cty.CtyType) -> str:
             return friendly(want, True) + " required"
         if isinstance(got, cty.Tuple):
             for i, ety in enumerate(got.elems):
-                if ety != want.elem and not _convertible(ety, want.elem):
+                if ety != want.elem and not convertible(ety, want.elem):
                     return f"element {i}: {mismatch(ety, want.elem)}"
         elif isinstance(got, cty.Object):
             for name, aty in got.attrs.items():
-                if aty != want.elem and not _convertible(aty, want.elem):
+                if aty != want.elem and not convertible(aty, want.elem):
                     return f"element {go_quote(name)}: {mismatch(aty, want.elem)}"
         return f"all elements must be {friendly(want.elem, True)}"
     if collection and isinstance(got, cty.List | cty.Set | cty.Map):
@@ -274,7 +275,7 @@ def convert(value: object, src: cty.CtyType, dst: cty.CtyType) -> TV:
         return value, src
     if value is None:
         return None, dst
-    if not _convertible(src, dst):
+    if not convertible(src, dst):
         raise ConversionError(mismatch(src, dst))
     if value is UNKNOWN:
         return UNKNOWN, dst
@@ -348,7 +349,10 @@ def _convert_primitive(value: object, src: cty.CtyType, dst: cty.CtyType) -> obj
         if not _NUMBER_TEXT.match(text):
             raise ConversionError("a number is required")
         try:
-            return cty.normalize_number(Decimal(text))
+            number = Decimal(text)
+            if number.is_zero() and number.is_signed():
+                return -0.0  # "-0": go-cty keeps the sign (a template may still print it)
+            return cty.normalize_number(number)
         except (InvalidOperation, ValueError):
             raise ConversionError("a number is required") from None
     if text in ("true", "1"):

@@ -1003,7 +1003,11 @@ class _Decoder:
             return None
         try:
             return hcltemplate.evaluate(parts)
-        except hcltemplate.EvalError as exc:
+        except hcltemplate.EvalErrors as exc:
+            for error in exc.errors:
+                self.error(error.summary, error.detail, where, path)
+            return exc.value
+        except hcltemplate.EvalError as exc:  # raised while parsing (an escape)
             self.error(exc.summary, exc.detail, where, path)
         except hcltemplate.Unsupported as exc:
             self.error(

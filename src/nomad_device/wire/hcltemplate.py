@@ -23,6 +23,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Final
@@ -30,15 +31,18 @@ from typing import Final
 from nomad_device.wire import cty
 from nomad_device.wire.ctyconvert import (
     TV,
+    UNKNOWN,
     ConversionError,
-    convert,
+    convertible,
     friendly,
     go_quote,
+    mismatch,
     number_text,
     unify,
 )
+from nomad_device.wire.ctyconvert import convert as _convert_value
 
-__all__ = ["FUNCTIONS", "EvalError", "Unparsable", "Unsupported", "evaluate"]
+__all__ = ["FUNCTIONS", "EvalError", "EvalErrors", "Unparsable", "Unsupported", "evaluate"]
 
 
 class Unsupported(Exception):
@@ -259,109 +263,275 @@ class _Parser:
 # --------------------------------------------------------------- evaluation
 
 
+def convert(value: object, ty: cty.CtyType, want: cty.CtyType) -> TV:
+    """go-cty's ``convert.Convert``, where a null of a type that does not convert fails too."""
+    if value is None and ty is not cty.DYNAMIC and ty != want and not convertible(ty, want):
+        raise ConversionError(mismatch(ty, want))
+    return _convert_value(value, ty, want)
+
+
+class EvalErrors(Exception):
+    """Every diagnostic the agent reports for one template, in its order, and the
+    value HCL makes of it all the same (often unknown, but of a known type, which
+    the attribute's own type check still sees)."""
+
+    def __init__(self, errors: Sequence[EvalError], value: TV) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = list(errors)
+        self.value = value
+
+
 def evaluate(parts: Sequence[tuple[str, str]]) -> TV:
     """A template's value: its parts as ``hcldec._template_parts`` splits them.
 
     A lone interpolation gives its value as it is (HCL unwraps it); text with
-    interpolations gives a string.
+    interpolations gives a string. Raises :class:`EvalErrors` with all the
+    diagnostics the agent would give, :class:`Unsupported` where it declines.
     """
     if any(kind == "directive" for kind, _ in parts):
         raise Unsupported("a template directive (%{...})")
-    if len(parts) == 1 and parts[0][0] == "interp":
-        return _eval(_Parser(parts[0][1]).whole())
-    out: list[str] = []
-    for kind, text in parts:
-        if kind == "text":
-            out.append(text)
-            continue
-        value, ty = _eval(_Parser(text).whole())
-        if value is None:
-            raise EvalError(
-                "Invalid template interpolation value", "The expression result is null."
-            )
-        try:
-            out.append(str(convert(value, ty, cty.STRING)[0]))
-        except ConversionError:
-            raise EvalError(
-                "Invalid template interpolation value",
-                f"Cannot include the given value in a string template: string required, "
-                f"but have {friendly(ty)}.",
-            ) from None
-    return "".join(out), cty.STRING
+    trees = [(kind, text if kind == "text" else _Parser(text).whole()) for kind, text in parts]
+    run = _Evaluation()
+    if len(trees) == 1 and trees[0][0] == "interp":
+        got = run.eval(trees[0][1])  # type: ignore[arg-type]
+    else:
+        got = run.template(trees)
+    if run.errors:
+        raise EvalErrors(run.errors, got)
+    return got
 
 
-def _eval(expr: Expr) -> TV:
-    kind = expr[0]
-    if kind == "lit":
-        value = expr[1]
-        assert isinstance(value, tuple)
-        return value[0], value[1]
-    if kind == "tuple":
-        items = [_eval(e) for e in expr[1]]  # type: ignore[attr-defined]
-        return [v for v, _ in items], cty.Tuple([t for _, t in items])
-    if kind == "object":
+class _Evaluation:
+    """One template's evaluation: like HCL, it goes on after an error, with an
+    unknown value in its place, so that every diagnostic the agent gives is found."""
+
+    def __init__(self) -> None:
+        self.errors: list[EvalError] = []
+
+    def fail(self, summary: str, detail: str, ty: cty.CtyType = cty.DYNAMIC) -> TV:
+        self.errors.append(EvalError(summary, detail))
+        return UNKNOWN, ty
+
+    def template(self, trees: Sequence[tuple[str, object]]) -> TV:
+        out: list[str] = []
+        known = True
+        for kind, tree in trees:
+            if kind == "text":
+                out.append(str(tree))
+                continue
+            value, ty = self.eval(tree)  # type: ignore[arg-type]
+            if value is None:
+                self.fail("Invalid template interpolation value", "The expression result is null.")
+                continue
+            if value is UNKNOWN:
+                known = False
+                continue
+            try:
+                text = convert(value, ty, cty.STRING)[0]
+            except ConversionError as exc:
+                self.fail(
+                    "Invalid template interpolation value",
+                    f"Cannot include the given value in a string template: {exc}.",
+                )
+                continue
+            if text is UNKNOWN:
+                known = False
+                continue
+            out.append(str(text))
+        return ("".join(out) if known else UNKNOWN), cty.STRING
+
+    def eval(self, expr: Expr) -> TV:
+        kind = expr[0]
+        if kind == "lit":
+            value = expr[1]
+            assert isinstance(value, tuple)
+            return value[0], value[1]
+        if kind == "tuple":
+            items = [self.eval(e) for e in expr[1]]  # type: ignore[attr-defined]
+            return [v for v, _ in items], cty.Tuple([t for _, t in items])
+        if kind == "object":
+            return self.object_cons(expr[1])  # type: ignore[arg-type]
+        if kind == "cond":
+            return self.conditional(expr[1], expr[2], expr[3])  # type: ignore[arg-type]
+        if kind == "unary":
+            return self.unary(str(expr[1]), self.eval(expr[2]))  # type: ignore[arg-type]
+        if kind == "binary":
+            left, right = self.eval(expr[2]), self.eval(expr[3])  # type: ignore[arg-type]
+            return self.binary(str(expr[1]), left, right)
+        assert kind == "call"
+        return self.call(str(expr[1]), expr[2], bool(expr[3]))  # type: ignore[arg-type]
+
+    def object_cons(self, pairs: Sequence[tuple[Expr, Expr]]) -> TV:
         obj: dict[str, object] = {}
         types: dict[str, cty.CtyType] = {}
-        for key_expr, value_expr in expr[1]:  # type: ignore[attr-defined]
-            key, key_ty = _eval(key_expr)
+        known = True
+        for key_expr, value_expr in pairs:
+            key, key_ty = self.eval(key_expr)
+            value = self.eval(value_expr)
+            if key is UNKNOWN:
+                known = False
+                continue
             if key is None or key_ty not in (cty.STRING, cty.NUMBER, cty.BOOL):
                 raise Unsupported("an object key that is not a string")
             name = str(convert(key, key_ty, cty.STRING)[0])
             if name in obj:
                 raise Unsupported(f"the object key {name!r} given twice")
-            obj[name], types[name] = _eval(value_expr)
-        return obj, cty.Object(types)
-    if kind == "cond":
-        return _conditional(_eval(expr[1]), expr[2], expr[3])  # type: ignore[arg-type]
-    if kind == "unary":
-        return _unary(str(expr[1]), _eval(expr[2]))  # type: ignore[arg-type]
-    if kind == "binary":
-        return _binary(str(expr[1]), _eval(expr[2]), _eval(expr[3]))  # type: ignore[arg-type]
-    assert kind == "call"
-    name, arg_exprs, expand = str(expr[1]), expr[2], bool(expr[3])
-    function = FUNCTIONS.get(name)
-    if function is None:  # before the arguments, as HCL looks it up
-        raise EvalError("Call to unknown function", f"There is no function named {go_quote(name)}.")
-    args = [_eval(e) for e in arg_exprs]  # type: ignore[attr-defined]
-    if expand:
-        last, last_ty = args.pop()
-        if not isinstance(last_ty, cty.Tuple) or not isinstance(last, list):
-            raise Unsupported("expanding (...) anything but a tuple")
-        args.extend(zip(last, last_ty.elems, strict=True))
-    return function(args)
+            obj[name], types[name] = value
+        return (obj, cty.Object(types)) if known else (UNKNOWN, cty.DYNAMIC)
 
+    def conditional(self, condition: Expr, yes: Expr, no: Expr) -> TV:
+        """``c ? a : b`` in HCL's order: the results' common type, then the condition;
+        only the chosen result's own errors count."""
+        before = len(self.errors)
+        yes_tv = self.eval(yes)
+        yes_errors = self.errors[before:]
+        del self.errors[before:]
+        no_tv = self.eval(no)
+        no_errors = self.errors[before:]
+        del self.errors[before:]
+        types = [yes_tv[1], no_tv[1]]
+        if any(ty not in (cty.STRING, cty.NUMBER, cty.BOOL, cty.DYNAMIC) for ty in types):
+            raise Unsupported("a conditional with a collection for a result")
+        common: cty.CtyType | None
+        if yes_tv == (None, cty.DYNAMIC):  # a bare null takes the other side's type
+            common = types[1]
+        elif no_tv == (None, cty.DYNAMIC):
+            common = types[0]
+        elif cty.DYNAMIC in types:  # an unknown side leaves the type open
+            common = cty.DYNAMIC
+        else:
+            common = unify(types)
+        if common is None:
+            return self.fail(
+                "Inconsistent conditional result types",
+                "The true and false result expressions must have consistent types. The "
+                f"'true' value is {friendly(types[0])}, but the 'false' value is "
+                f"{friendly(types[1])}.",
+            )
+        value, ty = self.eval(condition)
+        if value is None:
+            return self.fail("Null condition", "The condition value is null.", common)
+        if value is UNKNOWN:  # either way null, HCL knows that much
+            both_null = yes_tv[0] is None and no_tv[0] is None
+            return (None if both_null else UNKNOWN), common
+        try:
+            chosen = convert(value, ty, cty.BOOL)[0]
+        except ConversionError:
+            return self.fail(
+                "Incorrect condition type", "The condition expression must be of type bool.", common
+            )
+        self.errors.extend(yes_errors if chosen else no_errors)
+        result = yes_tv if chosen else no_tv
+        return convert(result[0], result[1], common)
 
-def _conditional(condition: TV, yes: Expr, no: Expr) -> TV:
-    """``c ? a : b``: both results typed, the chosen one converted to their common type."""
-    if condition[0] is None:
-        raise EvalError("Null condition", "The condition value is null.")
-    try:
-        chosen = convert(condition[0], condition[1], cty.BOOL)[0]
-    except ConversionError as exc:
-        raise EvalError("Incorrect condition type", f"The condition expression {exc}.") from None
-    results = [_eval(yes), _eval(no)]
-    types = [ty for _, ty in results]
-    if any(ty not in (cty.STRING, cty.NUMBER, cty.BOOL, cty.DYNAMIC) for ty in types):
-        raise Unsupported("a conditional with a collection for a result")
-    common = unify(types)
-    if common is None:
-        raise EvalError(
-            "Inconsistent conditional result types",
-            f"The true and false result expressions must have consistent types. The true "
-            f"result is {friendly(types[0])}, but the false result is {friendly(types[1])}.",
-        )
-    value, ty = results[0] if chosen else results[1]
-    return convert(value, ty, common)
+    def operand(self, got: TV, want: cty.CtyType, side: str) -> object:
+        """An operand converted to its parameter type; UNKNOWN (and an error) if it does not."""
+        value, ty = got
+        try:
+            return convert(value, ty, want)[0]
+        except ConversionError as exc:
+            self.fail("Invalid operand", f"Unsuitable value for {side} operand: {exc}.")
+            return UNKNOWN
 
+    def unary(self, op: str, got: TV) -> TV:
+        want = cty.BOOL if op == "!" else cty.NUMBER
+        value = self.operand(got, want, "unary")
+        if value is UNKNOWN:
+            return UNKNOWN, want
+        if value is None:
+            return self.fail(
+                "Operation failed", "Error during operation: argument must not be null.", want
+            )
+        if op == "!":
+            return not value, cty.BOOL
+        if _is_zero(value):
+            return (0 if _negative(value) else -0.0), cty.NUMBER  # go-cty keeps the sign of 0
+        if isinstance(value, int):
+            return -value, cty.NUMBER
+        return cty.normalize_number(-Decimal(number_text(value))), cty.NUMBER
 
-def _operand(got: TV, want: cty.CtyType) -> object:
-    value, ty = got
-    if value is None:
-        raise EvalError("Invalid operand", "Unsuitable value for operand: must not be null.")
-    try:
-        return convert(value, ty, want)[0]
-    except ConversionError as exc:
-        raise EvalError("Invalid operand", f"Unsuitable value for operand: {exc}.") from None
+    def binary(self, op: str, left: TV, right: TV) -> TV:
+        if op in ("==", "!="):
+            return self.equality(op, left, right)
+        want = cty.BOOL if op in ("&&", "||") else cty.NUMBER
+        result_ty = cty.NUMBER if op in ("+", "-", "*", "/", "%") else cty.BOOL
+        a = self.operand(left, want, "left")
+        b = self.operand(right, want, "right")
+        if a is UNKNOWN or b is UNKNOWN:
+            return UNKNOWN, result_ty
+        if a is None or b is None:
+            return self.fail(
+                "Operation failed", "Error during operation: argument must not be null.", result_ty
+            )
+        if op in ("&&", "||"):
+            return (bool(a and b) if op == "&&" else bool(a or b)), cty.BOOL
+        return _arithmetic(op, a, b)
+
+    def equality(self, op: str, left: TV, right: TV) -> TV:
+        if left[0] is UNKNOWN or right[0] is UNKNOWN:
+            return UNKNOWN, cty.BOOL
+        for value, ty in (left, right):
+            if ty not in (cty.STRING, cty.NUMBER, cty.BOOL) and value is not None:
+                raise Unsupported("comparing collections")
+        same = left[1] == right[1] and _number_key(left) == _number_key(right)
+        if left[0] is None or right[0] is None:
+            same = left[0] is None and right[0] is None
+        return (same if op == "==" else not same), cty.BOOL
+
+    def call(self, name: str, arg_exprs: Sequence[Expr], expand: bool) -> TV:
+        """A function call in HCL's order: the name, the count, the arguments and their
+        conversion (every error), then nulls, then the function's own checks."""
+        function = FUNCTIONS.get(name)
+        if function is None:
+            return self.fail(
+                "Call to unknown function", f"There is no function named {go_quote(name)}."
+            )
+        exprs: list[Expr] = list(arg_exprs)
+        if expand:
+            last, last_ty = self.eval(arg_exprs[-1])
+            if last is UNKNOWN:
+                return UNKNOWN, cty.DYNAMIC
+            if not isinstance(last_ty, cty.Tuple) or not isinstance(last, list):
+                raise Unsupported("expanding (...) anything but a tuple")
+            exprs[-1:] = [("lit", tv) for tv in zip(last, last_ty.elems, strict=True)]
+        params = function.params
+        if len(exprs) < len(params):
+            missing = params[len(exprs)][0]
+            return self.fail(
+                "Not enough function arguments",
+                f"Function {go_quote(name)} expects {len(params)} argument(s). Missing value "
+                f"for {go_quote(missing)}.",
+            )
+        if function.var is None and len(exprs) > len(params):
+            return self.fail(
+                "Too many function arguments",
+                f"Function {go_quote(name)} expects only {len(params)} argument(s).",
+            )
+        before = len(self.errors)
+        args: list[TV] = []
+        for i, item in enumerate(exprs):
+            value, ty = self.eval(item)
+            pname, ptype = function.param(i)
+            try:
+                args.append(convert(value, ty, ptype))
+            except ConversionError as exc:
+                self.fail(
+                    "Invalid function argument",
+                    f"Invalid value for {go_quote(pname)} parameter: {exc}.",
+                )
+        if len(self.errors) > before:
+            return UNKNOWN, cty.DYNAMIC
+        for i, (value, _) in enumerate(args):
+            pname = function.param(i)[0]
+            if value is None and not function.allow_null:
+                return self.fail(
+                    "Invalid function argument",
+                    f"Invalid value for {go_quote(pname)} parameter: argument must not be null.",
+                )
+        try:
+            return function.impl(args)
+        except EvalError as exc:
+            return self.fail(exc.summary, exc.detail)
 
 
 def _exact(value: object, what: str) -> Fraction:
@@ -396,17 +566,6 @@ def _number_result(number: Fraction, what: str) -> object:
     return as_float
 
 
-def _unary(op: str, got: TV) -> TV:
-    if op == "!":
-        return not _operand(got, cty.BOOL), cty.BOOL
-    value = _operand(got, cty.NUMBER)
-    if _is_zero(value):
-        return (0 if _negative(value) else -0.0), cty.NUMBER  # go-cty keeps the sign of 0
-    if isinstance(value, int):
-        return -value, cty.NUMBER
-    return cty.normalize_number(-Decimal(number_text(value))), cty.NUMBER
-
-
 def _is_zero(value: object) -> bool:
     return Decimal(number_text(value)).is_zero()
 
@@ -416,23 +575,11 @@ def _negative(value: object) -> bool:
     return Decimal(number_text(value)).is_signed()
 
 
-def _binary(op: str, left: TV, right: TV) -> TV:
-    if op in ("&&", "||"):
-        a, b = _operand(left, cty.BOOL), _operand(right, cty.BOOL)
-        return (bool(a and b) if op == "&&" else bool(a or b)), cty.BOOL
-    if op in ("==", "!="):
-        for value, ty in (left, right):
-            if ty not in (cty.STRING, cty.NUMBER, cty.BOOL) and value is not None:
-                raise Unsupported("comparing collections")
-        same = left[1] == right[1] and _number_key(left) == _number_key(right)
-        if left[0] is None or right[0] is None:
-            same = left[0] is None and right[0] is None
-        return (same if op == "==" else not same), cty.BOOL
-    a, b = _operand(left, cty.NUMBER), _operand(right, cty.NUMBER)
+def _arithmetic(op: str, a: object, b: object) -> TV:
+    """A comparison or arithmetic on two numbers, exact or Unsupported."""
     if op in ("<", ">", "<=", ">="):
         x, y = Decimal(number_text(a)), Decimal(number_text(b))
-        result = {"<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op]
-        return result, cty.BOOL
+        return {"<": x < y, ">": x > y, "<=": x <= y, ">=": x >= y}[op], cty.BOOL
     what = f"the {op} operator"
     if op == "%":
         return _remainder(a, b, what), cty.NUMBER
@@ -466,58 +613,22 @@ def _number_key(got: TV) -> object:
 
 # ---------------------------------------------------------------- functions
 
-Function = Callable[[list[TV]], TV]
 
+@dataclass(frozen=True)
+class _Function:
+    """A stdlib function as HCL calls it: parameters (converted before the call), an
+    optional variadic one, whether null may be passed, and the body."""
 
-def _params(name: str, args: list[TV], types: Sequence[cty.CtyType]) -> list[object]:
-    """Arguments converted to the parameter types, as go-cty's function calls do."""
-    if len(args) < len(types):
-        raise EvalError(
-            "Not enough function arguments",
-            f"Function {go_quote(name)} expects {len(types)} argument(s). Missing value for "
-            f"{go_quote(_PARAM_NAMES[name][len(args)])}.",
-        )
-    if len(args) > len(types):
-        raise EvalError(
-            "Too many function arguments",
-            f"Function {go_quote(name)} expects only {len(types)} argument(s).",
-        )
-    return [_param(name, i, arg, ty) for i, (arg, ty) in enumerate(zip(args, types, strict=True))]
+    params: tuple[tuple[str, cty.CtyType], ...]
+    var: tuple[str, cty.CtyType] | None
+    impl: Callable[[list[TV]], TV]
+    allow_null: bool = False
 
-
-def _param(name: str, index: int, arg: TV, want: cty.CtyType) -> object:
-    value, ty = arg
-    param = _PARAM_NAMES[name][min(index, len(_PARAM_NAMES[name]) - 1)]
-    if value is None:
-        raise EvalError(
-            "Invalid function argument",
-            f"Invalid value for {go_quote(param)} parameter: argument must not be null.",
-        )
-    try:
-        return convert(value, ty, want)[0]
-    except ConversionError as exc:
-        raise EvalError(
-            "Invalid function argument", f"Invalid value for {go_quote(param)} parameter: {exc}."
-        ) from None
-
-
-_PARAM_NAMES: Final[Mapping[str, Sequence[str]]] = {
-    "abs": ["num"],
-    "coalesce": ["vals"],
-    "concat": ["seqs"],
-    "hasindex": ["collection", "key"],
-    "int": ["num"],
-    "jsondecode": ["str"],
-    "jsonencode": ["val"],
-    "length": ["collection"],
-    "lower": ["str"],
-    "max": ["numbers"],
-    "min": ["numbers"],
-    "reverse": ["str"],
-    "strlen": ["str"],
-    "substr": ["str", "offset", "length"],
-    "upper": ["str"],
-}
+    def param(self, index: int) -> tuple[str, cty.CtyType]:
+        if index < len(self.params):
+            return self.params[index]
+        assert self.var is not None
+        return self.var
 
 
 def _case_mapped(text: object, name: str, mapping: Callable[[str], str]) -> str:
@@ -571,27 +682,23 @@ def _int_param(value: object, name: str) -> int:
 
 
 def _upper(args: list[TV]) -> TV:
-    (text,) = _params("upper", args, [cty.STRING])
-    return _case_mapped(text, "upper", str.upper), cty.STRING
+    return _case_mapped(args[0][0], "upper", str.upper), cty.STRING
 
 
 def _lower(args: list[TV]) -> TV:
-    (text,) = _params("lower", args, [cty.STRING])
-    return _case_mapped(text, "lower", str.lower), cty.STRING
+    return _case_mapped(args[0][0], "lower", str.lower), cty.STRING
 
 
 def _strlen(args: list[TV]) -> TV:
-    (text,) = _params("strlen", args, [cty.STRING])
-    return len(_clusters(text, "strlen")), cty.NUMBER
+    return len(_clusters(args[0][0], "strlen")), cty.NUMBER
 
 
 def _reverse(args: list[TV]) -> TV:
-    (text,) = _params("reverse", args, [cty.STRING])
-    return "".join(reversed(_clusters(text, "reverse"))), cty.STRING
+    return "".join(reversed(_clusters(args[0][0], "reverse"))), cty.STRING
 
 
 def _substr(args: list[TV]) -> TV:
-    text, offset_v, length_v = _params("substr", args, [cty.STRING, cty.NUMBER, cty.NUMBER])
+    (text, _), (offset_v, _), (length_v, _) = args
     clusters = _clusters(text, "substr")
     offset, length = _int_param(offset_v, "offset"), _int_param(length_v, "length")
     # go-cty's walk: a negative offset counts from the end (and still before the
@@ -610,14 +717,14 @@ def _substr(args: list[TV]) -> TV:
 
 
 def _abs(args: list[TV]) -> TV:
-    (value,) = _params("abs", args, [cty.NUMBER])
+    value = args[0][0]
     if isinstance(value, int):
         return abs(value), cty.NUMBER
     return cty.normalize_number(abs(Decimal(number_text(value)))), cty.NUMBER
 
 
 def _int(args: list[TV]) -> TV:
-    (value,) = _params("int", args, [cty.NUMBER])
+    value = args[0][0]
     if isinstance(value, int):
         return value, cty.NUMBER
     number = Decimal(number_text(value))
@@ -626,16 +733,12 @@ def _int(args: list[TV]) -> TV:
     return int(number), cty.NUMBER
 
 
-def _extreme(name: str, pick: Callable[[Decimal, Decimal], bool]) -> Function:
+def _extreme(name: str, pick: Callable[[Decimal, Decimal], bool]) -> Callable[[list[TV]], TV]:
     def call(args: list[TV]) -> TV:
-        values = [_param(name, i, arg, cty.NUMBER) for i, arg in enumerate(args)]
-        if not values:
-            raise EvalError(
-                "Error in function call",
-                f"Call to function {go_quote(name)} failed: must pass at least one number.",
-            )
-        best = values[0]
-        for value in values[1:]:
+        if not args:
+            raise _failed(name, "must pass at least one number")
+        best = args[0][0]
+        for value, _ in args[1:]:
             if pick(Decimal(number_text(value)), Decimal(number_text(best))):
                 best = value
         return best, cty.NUMBER
@@ -644,8 +747,7 @@ def _extreme(name: str, pick: Callable[[Decimal, Decimal], bool]) -> Function:
 
 
 def _length(args: list[TV]) -> TV:
-    (value,) = _params("length", args, [cty.DYNAMIC])
-    ty = args[0][1]
+    ((value, ty),) = args
     if not isinstance(ty, cty.Tuple | cty.List | cty.Map | cty.Set):
         raise _failed("length", "collection must be a list, a map or a tuple")
     assert isinstance(value, list | dict)
@@ -659,10 +761,8 @@ def _failed(name: str, message: str) -> EvalError:
 
 
 def _hasindex(args: list[TV]) -> TV:
-    if len(args) != 2:
-        _params("hasindex", args, [cty.DYNAMIC, cty.DYNAMIC])
     (value, ty), (key, key_ty) = args
-    if not isinstance(ty, cty.Tuple) or key_ty is not cty.NUMBER or value is None:
+    if not isinstance(ty, cty.Tuple) or key_ty is not cty.NUMBER:
         raise Unsupported("hasindex() other than a tuple and a number")
     assert isinstance(value, list)
     return isinstance(key, int) and 0 <= key < len(value), cty.BOOL
@@ -672,7 +772,8 @@ def _coalesce(args: list[TV]) -> TV:
     types = [ty for _, ty in args]
     if any(t not in (cty.STRING, cty.NUMBER, cty.BOOL, cty.DYNAMIC) for t in types):
         raise Unsupported("coalesce() of collections")
-    want = unify(types)
+    # go-cty's unification leaves the type open once any argument's is (a bare null).
+    want = cty.DYNAMIC if cty.DYNAMIC in types else unify(types)
     if want is None:
         raise _failed("coalesce", "all arguments must have the same type")
     for value, ty in args:
@@ -683,10 +784,7 @@ def _coalesce(args: list[TV]) -> TV:
 
 def _concat(args: list[TV]) -> TV:
     if not args:
-        raise EvalError(
-            "Not enough function arguments",
-            'Function "concat" expects at least 1 argument(s). Missing value for "seqs".',
-        )
+        raise _failed("concat", "at least one argument is required")
     values: list[object] = []
     types: list[cty.CtyType] = []
     for value, ty in args:
@@ -704,9 +802,7 @@ def _concat(args: list[TV]) -> TV:
 
 
 def _jsonencode(args: list[TV]) -> TV:
-    if len(args) != 1:
-        _params("jsonencode", args, [cty.DYNAMIC])
-    value, ty = args[0]
+    ((value, ty),) = args
     return _json_text(value, ty), cty.STRING
 
 
@@ -730,7 +826,7 @@ def _json_text(value: object, ty: cty.CtyType) -> str:
 
 
 def _jsondecode(args: list[TV]) -> TV:
-    (text,) = _params("jsondecode", args, [cty.STRING])
+    text = args[0][0]
     assert isinstance(text, str)
 
     def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
@@ -777,21 +873,24 @@ def _from_json(raw: object) -> TV:
     )
 
 
-#: Nomad's ``GetStdlibFuncs``: the functions a plugin config may call.
-FUNCTIONS: Final[Mapping[str, Function]] = {
-    "abs": _abs,
-    "coalesce": _coalesce,
-    "concat": _concat,
-    "hasindex": _hasindex,
-    "int": _int,
-    "jsondecode": _jsondecode,
-    "jsonencode": _jsonencode,
-    "length": _length,
-    "lower": _lower,
-    "max": _extreme("max", lambda a, b: a > b),
-    "min": _extreme("min", lambda a, b: a < b),
-    "reverse": _reverse,
-    "strlen": _strlen,
-    "substr": _substr,
-    "upper": _upper,
+_S, _N, _ANY = cty.STRING, cty.NUMBER, cty.DYNAMIC
+
+#: Nomad's ``GetStdlibFuncs``: the functions a plugin config may call, with
+#: go-cty's parameter names and types.
+FUNCTIONS: Final[Mapping[str, _Function]] = {
+    "abs": _Function((("num", _N),), None, _abs),
+    "coalesce": _Function((), ("vals", _ANY), _coalesce, allow_null=True),
+    "concat": _Function((), ("seqs", _ANY), _concat),
+    "hasindex": _Function((("collection", _ANY), ("key", _ANY)), None, _hasindex),
+    "int": _Function((("num", _N),), None, _int),
+    "jsondecode": _Function((("str", _S),), None, _jsondecode),
+    "jsonencode": _Function((("val", _ANY),), None, _jsonencode, allow_null=True),
+    "length": _Function((("collection", _ANY),), None, _length),
+    "lower": _Function((("str", _S),), None, _lower),
+    "max": _Function((), ("numbers", _N), _extreme("max", lambda a, b: a > b)),
+    "min": _Function((), ("numbers", _N), _extreme("min", lambda a, b: a < b)),
+    "reverse": _Function((("str", _S),), None, _reverse),
+    "strlen": _Function((("str", _S),), None, _strlen),
+    "substr": _Function((("str", _S), ("offset", _N), ("length", _N)), None, _substr),
+    "upper": _Function((("str", _S),), None, _upper),
 }
