@@ -12,9 +12,11 @@ go-cty would round (it computes in 512-bit binary: ``0.1 + 0.2``, ``1 / 3``),
 case mapping or grapheme clusters need Unicode tables Python does not carry
 (``ß``, combining marks, flags).
 
-A failure the agent itself reports raises :class:`EvalError` with HCL's
-summary. Variables never get here: the decoder refuses them first, in the
-agent's words.
+What the agent itself reports, this reports too (:class:`EvalErrors`, HCL's
+summaries): like HCL, evaluation goes on after an error with an unknown value
+of the type HCL would give, so every diagnostic the agent shows is found, and
+the attribute's own type check still sees that type. Variables never get
+here: the decoder refuses them first, in the agent's words.
 """
 
 from __future__ import annotations
