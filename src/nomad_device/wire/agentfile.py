@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from nomad_device.golang import quote
 from nomad_device.wire import hcl1
 from nomad_device.wire.hcldec import JProp, JValue, Source, from_python, name_suggestion
+from nomad_device.wire.hcltemplate import EscapeError, unescape
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -952,39 +953,11 @@ def _tree_line(node: Any) -> int | None:
 
 def unescape_string(node: Any, text: str, origin: str) -> str:
     """One literal part of a quoted HCL 2 string (python-hcl2's tree), escapes resolved."""
-    out: list[str] = []
-    i = 0
-    simple = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\"}
-
-    def fail(message: str) -> ConfigFileError:
+    try:
+        return unescape(text)
+    except EscapeError as exc:
         line = _tree_line(node)
-        return ConfigFileError(f"{origin}:{line if line is not None else '?'}: {message}")
-
-    while i < len(text):
-        ch = text[i]
-        if ch != "\\":
-            out.append(ch)
-            i += 1
-            continue
-        esc = text[i + 1 : i + 2]
-        if esc in simple:
-            out.append(simple[esc])
-            i += 2
-            continue
-        if esc in ("u", "U"):
-            width = 4 if esc == "u" else 8
-            digits = text[i + 2 : i + 2 + width]
-            try:
-                code = int(digits, 16) if len(digits) == width else -1
-            except ValueError:
-                code = -1
-            if code < 0 or code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
-                raise fail(f"invalid escape \\{esc}{digits}")
-            out.append(chr(code))
-            i += 2 + width
-            continue
-        raise fail(f"invalid escape sequence \\{esc}")
-    return "".join(out)
+        raise ConfigFileError(f"{origin}:{line if line is not None else '?'}: {exc}") from None
 
 
 def heredoc_text(node: Any, trim: bool, origin: str) -> str:

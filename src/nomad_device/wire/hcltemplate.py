@@ -44,7 +44,16 @@ from nomad_device.wire.ctyconvert import (
 )
 from nomad_device.wire.ctyconvert import convert as _convert_value
 
-__all__ = ["FUNCTIONS", "EvalError", "EvalErrors", "Unparsable", "Unsupported", "evaluate"]
+__all__ = [
+    "FUNCTIONS",
+    "EscapeError",
+    "EvalError",
+    "EvalErrors",
+    "Unparsable",
+    "Unsupported",
+    "evaluate",
+    "unescape",
+]
 
 
 class Unsupported(Exception):
@@ -95,39 +104,50 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 _ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\"}
 
 
-def _string_literal(token: str) -> str:
-    body = token[1:-1]
-    if "${" in body.replace("$${", "") or "%{" in body.replace("%%{", ""):
-        raise Unsupported("a template inside a quoted string")
+class EscapeError(ValueError):
+    """A backslash sequence HCL 2 does not know, or a \\u that names no character."""
+
+
+def unescape(text: str) -> str:
+    """HCL 2's escapes in a quoted string's literal text: ``\\n \\r \\t \\" \\\\``,
+    ``\\uNNNN`` and ``\\UNNNNNNNN``; :class:`EscapeError` for any other."""
     out: list[str] = []
     i = 0
-    while i < len(body):
-        ch = body[i]
+    while i < len(text):
+        ch = text[i]
         if ch != "\\":
             out.append(ch)
             i += 1
             continue
-        nxt = body[i + 1]
-        if nxt in _ESCAPES:
-            out.append(_ESCAPES[nxt])
+        esc = text[i + 1 : i + 2]
+        if esc in _ESCAPES:
+            out.append(_ESCAPES[esc])
             i += 2
-        elif nxt in "uU":
-            width = 4 if nxt == "u" else 8
-            digits = body[i + 2 : i + 2 + width]
-            if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                raise Unparsable("a malformed \\u escape")
-            code = int(digits, 16)
-            if 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
-                raise EvalError(
-                    "Invalid escape sequence", f"Cannot encode character U+{code:04x} in UTF-8."
-                )
+            continue
+        if esc in ("u", "U"):
+            width = 4 if esc == "u" else 8
+            digits = text[i + 2 : i + 2 + width]
+            ok = len(digits) == width and all(c in "0123456789abcdefABCDEF" for c in digits)
+            code = int(digits, 16) if ok else -1
+            if code < 0 or code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                raise EscapeError(f"invalid escape \\{esc}{digits}")
             out.append(chr(code))
             i += 2 + width
-        else:
-            raise Unparsable(f"the escape \\{nxt}")
+            continue
+        raise EscapeError(f"invalid escape sequence \\{esc}")
+    return "".join(out)
+
+
+def _string_literal(token: str) -> str:
+    body = token[1:-1]
+    if "${" in body.replace("$${", "") or "%{" in body.replace("%%{", ""):
+        raise Unsupported("a template inside a quoted string")
+    try:
+        text = unescape(body)
+    except EscapeError as exc:
+        raise EvalError("Invalid escape sequence", f"{exc}.") from None
     # cty keeps every string in NFC, as the agent's values are.
-    text = "".join(out).replace("$${", "${").replace("%%{", "%{")
-    return unicodedata.normalize("NFC", text)
+    return unicodedata.normalize("NFC", text.replace("$${", "${").replace("%%{", "%{"))
 
 
 # ------------------------------------------------------------------ parsing
