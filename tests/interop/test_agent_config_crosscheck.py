@@ -46,6 +46,15 @@ EXAMPLES = 400
 
 COMPARED: dict[str, int] = {}
 
+#: How generated cases run: derandomized (CI sees the same files each time), no deadline.
+_GENERATED = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
 
 @pytest.fixture(scope="module")
 def wire_specs() -> dict[str, tuple[Any, hclspec.Spec]]:
@@ -94,13 +103,7 @@ def _check(case: Case, label: str, specs: dict[str, tuple[Any, hclspec.Spec]], g
 
 
 @pytest.mark.parametrize("label", list(PLUGINS))
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@_GENERATED
 @given(data=st.data())
 def test_generated_agent_files_decode_as_in_go(
     label: str, data: st.DataObject, wire_specs: dict[str, tuple[Any, hclspec.Spec]], go_agent: Any
@@ -275,13 +278,7 @@ def test_templates_evaluate_as_in_go(body: str, outcome: str, go_agent: Any) -> 
 DECLINED: list[str] = []
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@_GENERATED
 @given(case=template_cases(list(_TEMPLATED.attributes)))
 def test_generated_templates_evaluate_as_in_go(case: Case, go_agent: Any) -> None:
     """Random expressions (functions, operators, conditionals, nested) on every type.
