@@ -443,6 +443,7 @@ def template_expression(draw: st.DrawFn, depth: int = 0) -> str:
     """An HCL 2 expression without variables: literals, calls, operators, conditionals."""
     leaves = ["number", "string", "bool", "null"]
     inner = ["tuple", "object", "call", "call", "call", "unary", "binary", "binary", "cond"]
+    inner += ["index", "attr"]
     kind = draw(st.sampled_from(leaves + (inner if depth < 3 else [])))
     sub = template_expression(depth + 1)
     if kind == "number":
@@ -465,6 +466,10 @@ def template_expression(draw: st.DrawFn, depth: int = 0) -> str:
         return draw(st.sampled_from(["-", "!"])) + draw(sub)
     if kind == "binary":
         return f"({draw(sub)} {draw(st.sampled_from(_OPERATORS))} {draw(sub)})"
+    if kind == "index":
+        return f"{draw(sub)}[{draw(sub)}]"
+    if kind == "attr":
+        return f"{draw(sub)}.{draw(st.sampled_from('abk'))}"
     return f"({draw(sub)} ? {draw(sub)} : {draw(sub)})"
 
 

@@ -429,6 +429,7 @@ TEMPLATED = Object(
         ('paths = "${jsondecode("[\\"/dev/kvm\\"]")}"', "paths", ["/dev/kvm"]),
         ('env = "${{"x" = 1, b = true}}"', "env", {"x": "1", "b": "true"}),
         ('on = "${hasindex(["a"], 0) && !false}"', "on", True),
+        ('label = "${["a", "b"][1]}${{a = "x"}.a}${[["q"]][0][0]}"', "label", "bxq"),
     ],
 )
 def test_templates_are_evaluated_as_the_agent_evaluates_them(
@@ -469,7 +470,7 @@ def test_a_failing_template_gets_the_agents_summary(body: str, summary: str) -> 
         ("${7.5 % 2}", "the % operator with fractions"),
         ("${7 / 0}", "a division by zero"),
         ("${-0 * 1}", "a zero result whose sign go-cty keeps"),
-        ("${[1][0]}", "indexing"),
+        ("${[1][*]}", "a splat expression"),
         ("%{if true}x%{endif}", "a template directive"),
         ('${upper("ß")}', "upper() of 'ß', which Go maps by its own Unicode tables"),
         ('${strlen("x\\u0301")}', "part of a larger character"),

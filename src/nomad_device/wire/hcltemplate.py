@@ -4,13 +4,14 @@ The agent reads each JSON string of a plugin's config as an HCL 2 template,
 with HCL's standard functions (the 15 of Nomad's ``GetStdlibFuncs``) and no
 variables. This module evaluates the part of that language whose result it can
 give exactly as go-cty would: literals, tuples and objects, those functions,
-``!``, unary ``-``, ``+ - * / %``, ``&&``, ``||``, ``==``, ``!=``, comparisons
-and ``c ? a : b``. Anything else raises :class:`Unsupported` (the caller
-refuses the template and says why) rather than guessing: arithmetic that
-go-cty would round (it computes in 512-bit binary: ``0.1 + 0.2``, ``1 / 3``),
-``%`` of fractions, indexing, ``for``, template directives, and the few characters whose
-case mapping or grapheme clusters need Unicode tables Python does not carry
-(``ß``, combining marks, flags).
+``!``, unary ``-``, ``+ - * / %``, ``&&``, ``||``, ``==``, ``!=``,
+comparisons, ``c ? a : b``, indexing and attributes. Anything else raises
+:class:`Unsupported` (the caller refuses the template and says why) rather
+than guessing: arithmetic that go-cty would round (it computes in 512-bit
+binary: ``0.1 + 0.2``, ``1 / 3``), ``%`` of fractions, splats, ``for``,
+template directives, and the few characters whose case mapping or grapheme
+clusters need Unicode tables Python does not carry (``ß``, combining marks,
+flags).
 
 What the agent itself reports, this reports too (:class:`EvalErrors`, HCL's
 summaries): like HCL, evaluation goes on after an error with an unknown value
@@ -154,7 +155,8 @@ def _string_literal(token: str) -> str:
 
 # An expression tree: ("lit", TV) | ("tuple", [expr]) | ("object", [(key expr, expr)])
 # | ("call", name, [expr], expand_last) | ("unary", op, expr) | ("binary", op, a, b)
-# | ("cond", condition, a, b)
+# | ("cond", condition, a, b) | ("index", collection, key)
+# | ("trav", source, [("attr", name) | ("key", TV)])
 Expr = tuple[object, ...]
 
 _BINARY: Final = (
@@ -211,8 +213,32 @@ class _Parser:
             op = self.take()[1]
             return ("unary", op, self.unary())
         expr = self.primary()
-        if self.peek()[1] in ("[", "."):
-            raise Unsupported("indexing or attribute access")
+        # As HCL parses them: attributes and literal keys extend one traversal (which
+        # stops at its first error); any other key makes an index expression of its own.
+        while self.peek()[1] in ("[", "."):
+            step: tuple[str, object]
+            if self.take()[1] == "[":
+                if self.peek()[1] == "*":
+                    raise Unsupported("a splat expression ([*])")
+                key = self.expr()
+                self.take("]")
+                if key[0] != "lit":
+                    expr = ("index", expr, key)
+                    continue
+                step = ("key", key[1])
+            else:
+                kind, text = self.take()
+                if kind == "ident":
+                    step = ("attr", text)
+                elif kind == "number" and text.isdigit():  # the legacy index form: x.0
+                    step = ("key", (int(text), cty.NUMBER))
+                else:
+                    what = "a splat expression (.*)" if text == "*" else f"unexpected {text!r}"
+                    raise Unsupported(what)
+            if expr[0] == "trav":
+                expr = ("trav", expr[1], [*expr[2], step])  # type: ignore[misc]
+            else:
+                expr = ("trav", expr, [step])
         return expr
 
     def primary(self) -> Expr:
@@ -375,6 +401,10 @@ class _Evaluation:
             return self.object_cons(expr[1])  # type: ignore[arg-type]
         if kind == "cond":
             return self.conditional(expr[1], expr[2], expr[3])  # type: ignore[arg-type]
+        if kind == "index":
+            return self.index(self.eval(expr[1]), self.eval(expr[2]))  # type: ignore[arg-type]
+        if kind == "trav":
+            return self.traversal(self.eval(expr[1]), expr[2])  # type: ignore[arg-type]
         if kind == "unary":
             return self.unary(str(expr[1]), self.eval(expr[2]))  # type: ignore[arg-type]
         if kind == "binary":
@@ -445,6 +475,86 @@ class _Evaluation:
         self.errors.extend(yes_errors if chosen else no_errors)
         result = yes_tv if chosen else no_tv
         return convert(result[0], result[1], common)
+
+    def traversal(self, source: TV, steps: Sequence[tuple[str, object]]) -> TV:
+        """Attribute and literal-key steps, stopping at the first that fails."""
+        current = source
+        for kind, arg in steps:
+            before = len(self.errors)
+            if kind == "attr":
+                current = self.attribute(current, str(arg))
+            else:
+                current = self.index(current, arg)  # type: ignore[arg-type]
+            if len(self.errors) > before:
+                return UNKNOWN, cty.DYNAMIC
+        return current
+
+    def index(self, collection: TV, key: TV) -> TV:
+        """``c[k]`` as ``hcl.Index`` does it, for the tuples and objects a template makes.
+
+        An unknown collection is still checked by its type, as HCL checks it.
+        """
+        value, ty = collection
+        if value is None:
+            detail = "This value is null, so it does not have any indices."
+            return self.fail("Attempt to index null value", detail)
+        if key[0] is None:
+            return self.fail("Invalid index", "Can't use a null value as an indexing key.")
+        if cty.DYNAMIC in (ty, key[1]):
+            return UNKNOWN, cty.DYNAMIC
+        miss = "The given key does not identify an element in this collection value"
+        if isinstance(ty, cty.Tuple | cty.Object):
+            want = cty.NUMBER if isinstance(ty, cty.Tuple) else cty.STRING
+            try:
+                at = convert(key[0], key[1], want)[0]
+            except ConversionError as exc:
+                return self.fail("Invalid index", f"{miss}: {exc}.")
+            if at is UNKNOWN:
+                return UNKNOWN, cty.DYNAMIC
+            if isinstance(ty, cty.Tuple):
+                if not isinstance(at, int) or not 0 <= at < len(ty.elems):
+                    return self.fail("Invalid index", f"{miss}.")
+                elem = ty.elems[at]
+            else:
+                if str(at) not in ty.attrs:
+                    return self.fail("Invalid index", f"{miss}.")
+                elem = ty.attrs[str(at)]
+            if value is UNKNOWN:
+                return UNKNOWN, elem
+            if isinstance(value, list) and isinstance(at, int):
+                return value[at], elem
+            assert isinstance(value, dict)
+            return value[str(at)], elem
+        if isinstance(ty, cty.List | cty.Map | cty.Set):
+            raise Unsupported("indexing a list, map or set")
+        return self.fail("Invalid index", "This value does not have any indices.")
+
+    def attribute(self, obj: TV, name: str) -> TV:
+        """``o.name`` as ``hcl.GetAttr`` does it (an unknown object checked by its type)."""
+        value, ty = obj
+        if value is None:
+            return self.fail(
+                "Attempt to get attribute from null value",
+                "This value is null, so it does not have any attributes.",
+            )
+        if ty is cty.DYNAMIC:
+            return UNKNOWN, cty.DYNAMIC
+        if isinstance(ty, cty.Object):
+            if name not in ty.attrs:
+                return self.fail(
+                    "Unsupported attribute",
+                    f"This object does not have an attribute named {go_quote(name)}.",
+                )
+            if value is UNKNOWN:
+                return UNKNOWN, ty.attrs[name]
+            assert isinstance(value, dict)
+            return value[name], ty.attrs[name]
+        if isinstance(ty, cty.List | cty.Map | cty.Set | cty.Tuple):
+            raise Unsupported("an attribute of a collection")
+        return self.fail(
+            "Unsupported attribute",
+            f"Can't access attributes on a primitive-typed value ({friendly(ty)}).",
+        )
 
     def operand(self, got: TV, want: cty.CtyType, side: str) -> object:
         """An operand converted to its parameter type; UNKNOWN (and an error) if it does not."""
