@@ -428,6 +428,18 @@ def spec_b64(spec_pb: Any) -> str:
 
 # ------------------------------------------------------------- templates
 
+#: A spec with one attribute of each kind a template's value may land in.
+TEMPLATED = hclspec.Object(
+    {
+        "label": hclspec.Attr("label", "string", False),
+        "count": hclspec.Attr("count", "number", False),
+        "ratio": hclspec.Attr("ratio", "number", False),
+        "paths": hclspec.Attr("paths", "list(string)", False),
+        "env": hclspec.Attr("env", "map(string)", False),
+        "on": hclspec.Attr("on", "bool", False),
+    }
+)
+
 #: Nomad's 15 functions, and one it does not have.
 _FUNCTIONS: Final = [
     "abs", "coalesce", "concat", "hasindex", "int", "jsondecode", "jsonencode", "length",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from agentgen import TEMPLATED
 
 from nomad_device.cli import hclconfig
 from nomad_device.wire import cty
@@ -385,18 +386,6 @@ def test_interpolation_is_refused_with_the_agents_message_and_the_line() -> None
         .render("agent.hcl")
         .startswith("agent.hcl:3: Variables not allowed: Variables may not be used here.\n  hint: ")
     )
-
-
-TEMPLATED = Object(
-    {
-        "label": Attr("label", "string", False),
-        "count": Attr("count", "number", False),
-        "ratio": Attr("ratio", "number", False),
-        "paths": Attr("paths", "list(string)", False),
-        "env": Attr("env", "map(string)", False),
-        "on": Attr("on", "bool", False),
-    }
-)
 
 
 @pytest.mark.parametrize(

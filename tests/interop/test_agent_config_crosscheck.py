@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentgen import Case, cases, declined, disagreement, python, spec_b64, template_cases
+from agentgen import (
+    TEMPLATED,
+    Case,
+    cases,
+    declined,
+    disagreement,
+    python,
+    spec_b64,
+    template_cases,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -190,18 +199,6 @@ def test_the_issue_corpus_decodes_as_in_go(
     assert python(case, wire_specs[label][1])["outcome"] == outcome
 
 
-#: A spec with one attribute of each kind a template's value may land in.
-_TEMPLATED = hclspec.Object(
-    {
-        "label": hclspec.Attr("label", "string", False),
-        "count": hclspec.Attr("count", "number", False),
-        "ratio": hclspec.Attr("ratio", "number", False),
-        "paths": hclspec.Attr("paths", "list(string)", False),
-        "env": hclspec.Attr("env", "map(string)", False),
-        "on": hclspec.Attr("on", "bool", False),
-    }
-)
-
 #: Templates the launcher evaluates (functions, operators, conditionals), each
 #: with the outcome a Nomad v2.0.5 agent gives; both sides must agree on bytes or errors.
 TEMPLATES: list[tuple[str, str]] = [
@@ -273,8 +270,8 @@ TEMPLATES: list[tuple[str, str]] = [
 def test_templates_evaluate_as_in_go(body: str, outcome: str, go_agent: Any) -> None:
     text = f'plugin "templated" {{\n  config {{\n    {body}\n  }}\n}}\n'
     case = Case("templated", text, False, "template")
-    py_answer = python(case, _TEMPLATED)
-    go_answer = go_agent(case, hclspec.to_proto(_TEMPLATED))
+    py_answer = python(case, TEMPLATED)
+    go_answer = go_agent(case, hclspec.to_proto(TEMPLATED))
     COMPARED["templated"] = COMPARED.get("templated", 0) + 1
     problem = disagreement(py_answer, go_answer)
     assert problem is None, f"{body}\n{problem}"
@@ -285,15 +282,15 @@ DECLINED: list[str] = []
 
 
 @_GENERATED
-@given(case=template_cases(list(_TEMPLATED.attributes)))
+@given(case=template_cases(list(TEMPLATED.attributes)))
 def test_generated_templates_evaluate_as_in_go(case: Case, go_agent: Any) -> None:
     """Random expressions (functions, operators, conditionals, nested) on every type.
 
     Where the launcher declines a template it does not reproduce exactly, the
     agent's answer is not compared; every other one must be the agent's.
     """
-    py_answer = python(case, _TEMPLATED)
-    go_answer = go_agent(case, hclspec.to_proto(_TEMPLATED))
+    py_answer = python(case, TEMPLATED)
+    go_answer = go_agent(case, hclspec.to_proto(TEMPLATED))
     COMPARED["templated"] = COMPARED.get("templated", 0) + 1
     if declined(py_answer):
         DECLINED.append(case.note)

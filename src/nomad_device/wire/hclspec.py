@@ -411,6 +411,24 @@ _LITERAL_TOKEN: Final = r"""(?P<space>[ \t\r]+|\#[^\n]*|//[^\n]*|/\*.*?\*/)
 _ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\"}
 
 
+def read_escape(text: str, i: int) -> tuple[str, int]:
+    """The character HCL 2's escape at ``text[i]`` (a backslash) stands for, and the index
+    after it; :class:`ValueError` saying what is wrong otherwise."""
+    esc = text[i + 1 : i + 2]
+    if esc in _ESCAPES:
+        return _ESCAPES[esc], i + 2
+    if esc in ("u", "U"):
+        width = 4 if esc == "u" else 8
+        digits = text[i + 2 : i + 2 + width]
+        if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
+            raise ValueError(f"\\{esc} needs {width} hex digits")
+        code = int(digits, 16)
+        if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+            raise ValueError("escape is not a valid Unicode character")
+        return chr(code), i + 2 + width
+    raise ValueError(f"invalid escape \\{esc}")
+
+
 class _LiteralParser:
     """Evaluates the constant subset of HCL's expression syntax."""
 
@@ -508,25 +526,12 @@ class _LiteralParser:
             if ch == "\n":
                 self.fail("quoted strings cannot span lines", i)
             if ch == "\\":
-                esc = expr[i + 1 : i + 2]
-                if esc in _ESCAPES:
-                    out.append(_ESCAPES[esc])
-                    i += 2
-                    continue
-                if esc in ("u", "U"):
-                    width = 4 if esc == "u" else 8
-                    digits = expr[i + 2 : i + 2 + width]
-                    if len(digits) != width or not all(
-                        c in "0123456789abcdefABCDEF" for c in digits
-                    ):
-                        self.fail(f"\\{esc} needs {width} hex digits", i)
-                    code = int(digits, 16)
-                    if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
-                        self.fail("escape is not a valid Unicode character", i)
-                    out.append(chr(code))
-                    i += 2 + width
-                    continue
-                self.fail(f"invalid escape \\{esc}", i)
+                try:
+                    char, i = read_escape(expr, i)
+                except ValueError as exc:
+                    self.fail(str(exc), i)
+                out.append(char)
+                continue
             if ch in "$%" and expr[i + 1 : i + 2] == "{":
                 self.fail("template interpolation and directives are not allowed", i)
             if ch in "$%" and expr[i + 1 : i + 3] == ch + "{":

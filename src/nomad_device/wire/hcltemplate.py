@@ -29,7 +29,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Final
 
-from nomad_device.wire import cty
+from nomad_device.wire import cty, hclspec
 from nomad_device.wire.ctyconvert import (
     TV,
     UNKNOWN,
@@ -85,40 +85,25 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
-_ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\"}
-
-
 class EscapeError(ValueError):
     """A backslash sequence HCL 2 does not know, or a \\u that names no character."""
 
 
 def unescape(text: str) -> str:
-    """HCL 2's escapes in a quoted string's literal text: ``\\n \\r \\t \\" \\\\``,
-    ``\\uNNNN`` and ``\\UNNNNNNNN``; :class:`EscapeError` for any other."""
+    """HCL 2's escapes in a quoted string's literal text (as spec literals read them:
+    :func:`~nomad_device.wire.hclspec.read_escape`); :class:`EscapeError` for a bad one."""
     out: list[str] = []
     i = 0
     while i < len(text):
-        ch = text[i]
-        if ch != "\\":
-            out.append(ch)
+        if text[i] != "\\":
+            out.append(text[i])
             i += 1
             continue
-        esc = text[i + 1 : i + 2]
-        if esc in _ESCAPES:
-            out.append(_ESCAPES[esc])
-            i += 2
-            continue
-        if esc in ("u", "U"):
-            width = 4 if esc == "u" else 8
-            digits = text[i + 2 : i + 2 + width]
-            ok = len(digits) == width and all(c in "0123456789abcdefABCDEF" for c in digits)
-            code = int(digits, 16) if ok else -1
-            if code < 0 or code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
-                raise EscapeError(f"invalid escape \\{esc}{digits}")
-            out.append(chr(code))
-            i += 2 + width
-            continue
-        raise EscapeError(f"invalid escape sequence \\{esc}")
+        try:
+            char, i = hclspec.read_escape(text, i)
+        except ValueError as exc:
+            raise EscapeError(str(exc)) from None
+        out.append(char)
     return "".join(out)
 
 
