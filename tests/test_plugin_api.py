@@ -21,6 +21,7 @@ from conftest import TESTS, Launched, Launcher
 
 from nomad_device import Backoff, Device, DeviceGroup, DevicePlugin, Wakeup
 from nomad_device.plugin.engine import DEADLINE_TOLERANCE, MAX_DEADLINES, Deadlines
+from nomad_device.plugin.runtime import runtime_of
 
 API_PLUGIN = TESTS / "plugins" / "api_plugin.py"
 
@@ -192,8 +193,8 @@ def test_pending_timers_are_cancelled_when_the_plugin_closes(tmp_path: Path) -> 
     plugin = Timed()
     with InProcessHarness(plugin):
         handle = plugin.call_later(0.3, fired.set)
-        assert plugin._lifetime.pending() == 1
-    assert handle.cancelled and plugin._lifetime.pending() == 0
+        assert runtime_of(plugin).lifetime.pending() == 1
+    assert handle.cancelled and runtime_of(plugin).lifetime.pending() == 0
     assert not fired.wait(0.6)
     with pytest.raises(RuntimeError, match="closed"):
         asyncio.run(plugin.run_blocking(time.sleep, 0, pool="late"))
@@ -288,3 +289,35 @@ def test_wakeup_set_from_another_thread_wakes_the_waiter() -> None:
     asyncio.run(timed_out())
     wakeup.set()  # before anyone waits: kept
     asyncio.run(asyncio.wait_for(wakeup.wait(), 1))
+
+
+# -- the author's namespace is the author's ---------------------------------------------
+
+SHADOW_PLUGIN = TESTS / "plugins" / "shadow_plugin.py"
+#: What the plugin's own value reads as in reserve() (the first call it answers there).
+_AUTHORS = {
+    "_calls": "calls=",
+    "_engine": "engine-0",
+    "_lifetime": "lease=3600",
+    "_closed": "closed=False",
+}
+
+
+@pytest.mark.parametrize("attribute", list(_AUTHORS))
+def test_an_author_attribute_named_like_the_sdks_state_works(
+    launch: Launcher, tmp_path: Path, attribute: str
+) -> None:
+    notes = tmp_path / "notes"
+    env = {**os.environ, "SHADOW_PLUGIN_LOG": str(notes)}
+    plugin = launch([sys.executable, str(SHADOW_PLUGIN), attribute], env=env)
+    plugin.client.set_config(b"")
+    with plugin.client.fingerprint() as stream:
+        assert _ids(stream.next(10)) == ["dev-0"]
+    assert plugin.client.reserve(["dev-0"]).envs["MINE"].startswith(_AUTHORS[attribute])
+    with plugin.client.stats(interval=0.1) as stats:
+        (group,) = stats.next(10)
+        assert list(group.instance_stats) == ["dev-0"]
+    assert plugin.client.kill().outcome == "graceful"
+    lines = notes.read_text().splitlines()
+    assert lines[0].startswith("close ") and lines[1:] == ["on_close"]
+    assert not [e for e in plugin.logs if e.level == "error"], plugin.messages()

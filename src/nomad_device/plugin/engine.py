@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from nomad_device.constants import DROPPED_FIELD
 from nomad_device.model import DeviceGroup, DeviceGroupStats
 from nomad_device.plugin.backoff import BACKOFF_START, Backoff, backoff_delay
-from nomad_device.plugin.calls import calls_of, describe, slow_after, tunable
+from nomad_device.plugin.calls import describe, slow_after, tunable
+from nomad_device.plugin.runtime import runtime_of
 
 if TYPE_CHECKING:
     from nomad_device.plugin.base import DevicePlugin
@@ -232,7 +233,7 @@ class FingerprintEngine:
 
     def __init__(self, plugin: DevicePlugin[Any]) -> None:
         self._plugin = plugin
-        self._calls = calls_of(plugin)
+        self._calls = runtime_of(plugin).calls
         self._state: tuple[DeviceGroup, ...] = ()
         self._version = 0
         self._changed: asyncio.Condition | None = None

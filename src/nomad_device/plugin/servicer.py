@@ -25,7 +25,7 @@ from nomad_device.constants import DEVICE_API_VERSION, PLUGIN_TYPE_DEVICE
 from nomad_device.errors import DevicePluginError
 from nomad_device.model import PluginInfo, Reservation
 from nomad_device.plugin.base import DevicePlugin
-from nomad_device.plugin.calls import calls_of, describe, slow_after, tunable
+from nomad_device.plugin.calls import describe, slow_after, tunable
 from nomad_device.plugin.engine import (
     FingerprintEngine,
     ProblemLog,
@@ -34,7 +34,7 @@ from nomad_device.plugin.engine import (
     printable,
     resilient,
 )
-from nomad_device.plugin.lifetime import lifetime_of
+from nomad_device.plugin.runtime import runtime_of
 from nomad_device.proto import base_pb2, base_pb2_grpc, device_pb2, device_pb2_grpc
 from nomad_device.wire import convert, hclspec
 
@@ -215,7 +215,7 @@ async def _sync(fn: Callable[[], T]) -> T:
 async def apply_config(plugin: DevicePlugin[Any], data: bytes) -> None:
     """Decode and hand the config to the author; errors leave the old config."""
     config = plugin.decode_config(bytes(data))
-    await calls_of(plugin).call("other", plugin.configure, config, what="configure()")
+    await runtime_of(plugin).calls.call("other", plugin.configure, config, what="configure()")
     plugin.config = config
     plugin.configured = True
     log.debug("config set", extra={"config": repr(config)})
@@ -263,7 +263,7 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
         plugin = self.plugin
 
         async def reserve() -> device_pb2.ReserveResponse:
-            reservation = await calls_of(plugin).call(
+            reservation = await runtime_of(plugin).calls.call(
                 "reserve",
                 plugin.reserve,
                 ids,
@@ -291,8 +291,9 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
 
 async def register(plugin: DevicePlugin[Any], server: grpc.aio.Server) -> None:
     """Attach the plugin's Nomad services to a go-plugin server."""
-    plugin._engine = FingerprintEngine(plugin)
-    lifetime_of(plugin).bind(asyncio.get_running_loop())
+    runtime = runtime_of(plugin)
+    runtime.engine = FingerprintEngine(plugin)
+    runtime.lifetime.bind(asyncio.get_running_loop())
     base = BaseServicer(plugin)
     base_pb2_grpc.add_BasePluginServicer_to_server(base, server)
     device_pb2_grpc.add_DevicePluginServicer_to_server(DeviceServicer(plugin, base), server)
