@@ -291,6 +291,42 @@ def test_wakeup_set_from_another_thread_wakes_the_waiter() -> None:
     asyncio.run(asyncio.wait_for(wakeup.wait(), 1))
 
 
+# -- where the base-plugin hooks run ------------------------------------------------------
+
+HOOKS_PLUGIN = TESTS / "plugins" / "hooks_plugin.py"
+
+
+@pytest.mark.parametrize(
+    ("waiting", "other"),
+    [("plugin_info", "schema"), ("config_schema", "info"), ("decode_config", "info")],
+)
+def test_base_plugin_hooks_run_off_the_event_loop(
+    launch: Launcher, waiting: str, other: str
+) -> None:
+    plugin = launch([sys.executable, str(HOOKS_PLUGIN), waiting])
+    client = plugin.client
+    calls = {
+        "plugin_info": lambda: client.info(timeout=40),
+        "config_schema": lambda: client.schema(timeout=40),
+        "decode_config": lambda: client.set_config(b"", timeout=40),
+    }
+    failures: list[BaseException] = []
+
+    def blocked() -> None:
+        try:
+            calls[waiting]()
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=blocked)
+    thread.start()
+    plugin.wait_for_log(lambda e: e.message == f"{waiting}() waits", timeout=20)
+    # Served while the first hook waits, so it opens the gate: both answer.
+    getattr(client, other)(timeout=15)
+    thread.join(40)
+    assert not thread.is_alive() and failures == []
+
+
 # -- the author's namespace is the author's ---------------------------------------------
 
 SHADOW_PLUGIN = TESTS / "plugins" / "shadow_plugin.py"

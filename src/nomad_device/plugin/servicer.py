@@ -169,19 +169,20 @@ class BaseServicer(base_pb2_grpc.BasePluginServicer):
     async def PluginInfo(
         self, request: base_pb2.PluginInfoRequest, context: Context
     ) -> base_pb2.PluginInfoResponse:
-        return await _guarded(
-            context, "PluginInfo", lambda: _sync(lambda: _info_to_proto(self.plugin.plugin_info()))
-        )
+        async def info() -> base_pb2.PluginInfoResponse:
+            return _info_to_proto(await _author(self.plugin, self.plugin.plugin_info))
+
+        return await _guarded(context, "PluginInfo", info)
 
     async def ConfigSchema(
         self, request: base_pb2.ConfigSchemaRequest, context: Context
     ) -> base_pb2.ConfigSchemaResponse:
-        def schema() -> base_pb2.ConfigSchemaResponse:
-            spec = self.plugin.config_schema()
+        async def schema() -> base_pb2.ConfigSchemaResponse:
+            spec = await _author(self.plugin, self.plugin.config_schema)
             proto = _converted("a schema", "config_schema()", lambda: hclspec.to_proto(spec))
             return base_pb2.ConfigSchemaResponse(spec=proto)
 
-        return await _guarded(context, "ConfigSchema", lambda: _sync(schema))
+        return await _guarded(context, "ConfigSchema", schema)
 
     async def SetConfig(
         self, request: base_pb2.SetConfigRequest, context: Context
@@ -208,14 +209,16 @@ class BaseServicer(base_pb2_grpc.BasePluginServicer):
         return base_pb2.SetConfigResponse()
 
 
-async def _sync(fn: Callable[[], T]) -> T:
-    return fn()
+async def _author(plugin: DevicePlugin[Any], hook: Callable[..., T], *args: Any) -> T:
+    """A base-plugin hook, off the loop like every other (``other`` pool)."""
+    name = getattr(hook, "__name__", "hook")
+    return await runtime_of(plugin).calls.call("other", hook, *args, what=f"{name}()")
 
 
 async def apply_config(plugin: DevicePlugin[Any], data: bytes) -> None:
     """Decode and hand the config to the author; errors leave the old config."""
-    config = plugin.decode_config(bytes(data))
-    await runtime_of(plugin).calls.call("other", plugin.configure, config, what="configure()")
+    config = await _author(plugin, plugin.decode_config, bytes(data))
+    await _author(plugin, plugin.configure, config)
     plugin.config = config
     plugin.configured = True
     log.debug("config set", extra={"config": repr(config)})
