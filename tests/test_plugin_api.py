@@ -244,6 +244,18 @@ def test_backoff_doubles_to_its_cap_and_resets() -> None:
     assert huge.failed() == 60  # no float overflow
 
 
+def test_a_keyed_deadline_replaces_the_one_waiting_under_its_key() -> None:
+    deadlines = Deadlines()
+    assert deadlines.add(10.0, key="period") is True
+    assert deadlines.add(12.0, key="period") is True  # replaced: the earliest is 12 now
+    assert len(deadlines) == 1 and deadlines.earliest() == 12.0
+    assert deadlines.add(11.0) is True and deadlines.add(20.0, key="retry") is False
+    assert deadlines.add(float("inf"), key="period") is False  # withdrawn
+    assert len(deadlines) == 2 and deadlines.earliest() == 11.0
+    deadlines.drop_due(30.0)
+    assert len(deadlines) == 0
+
+
 def test_deadlines_keep_distinct_times_in_order() -> None:
     deadlines = Deadlines()
     assert deadlines.add(10.0) is True

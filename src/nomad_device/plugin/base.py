@@ -154,7 +154,7 @@ class DevicePlugin(Generic[ConfigT]):
 
     watch.nothing_to_watch = True  # type: ignore[attr-defined]
 
-    def rescan(self, delay: float = 0.0) -> None:
+    def rescan(self, delay: float = 0.0, *, key: str | None = None) -> None:
         """Ask for a ``detect`` soon (``delay`` 0) or about ``delay`` seconds from now.
 
         Safe and cheap from any thread. Immediate requests made while a
@@ -166,10 +166,30 @@ class DevicePlugin(Generic[ConfigT]):
         :attr:`fingerprint_period` runs on regardless: this is how a plugin
         says "look again in 5 s" (a quiet period ending, a grace period
         running out) without touching the period.
+
+        With a ``key``, the request replaces the one waiting under that key
+        (``math.inf`` withdraws it): a plugin whose config sets its scan
+        period says ``self.rescan(period, key="period")`` at the start of
+        each ``detect()``, and scans every ``period`` after the last one,
+        however many scans events caused in between.
         """
         engine = runtime_of(self).engine
         if engine is not None:
-            engine.wake(delay)
+            engine.wake(delay, key)
+
+    def rewatch(self) -> None:
+        """Start :meth:`watch` again, because what it watches changed (after ``configure``).
+
+        Safe from any thread. An ``async def watch`` is cancelled (its ``async
+        with`` closes its sources) and started afresh once it has ended, so it
+        reads the new settings; one that had returned starts again too. A
+        plain ``def watch`` cannot be stopped: its next run starts when it
+        returns. Without an open stream nothing runs; the next stream starts
+        ``watch`` with what is current then.
+        """
+        engine = runtime_of(self).engine
+        if engine is not None:
+            engine.rewatch()
 
     def resolve_path(self, path: str) -> str:
         """A path from the config as the operator meant it: a relative one from :attr:`launch_dir`.

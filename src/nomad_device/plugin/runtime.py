@@ -1,20 +1,5 @@
-"""What the SDK keeps for one plugin instance, out of the author's namespace.
-
-An author's subclass owns its attributes: a ``self._calls = []`` or a
-``self._closed`` flag of its own must not break the SDK, and nothing warns
-when a name collides. So the SDK's per-plugin state (its worker pools, its
-timers and clean-up, its detection engine, whether it has closed) is one
-:class:`Runtime`, which the author's code reaches only through
-:class:`~nomad_device.plugin.base.DevicePlugin`'s methods (``rescan``,
-``run_blocking``, ``call_later``, ``on_close``).
-
-It is kept under one name-mangled key of the instance's ``__dict__``
-(:data:`SLOT`): Python mangles a double-underscore name with the class that
-writes it, so an author's own ``self.__runtime`` lands elsewhere. A registry
-beside the plugins would need them hashable (an author's ``__eq__`` makes a
-class unhashable) or keyed by ``id()``, and, being a root, would keep alive
-every plugin whose timers, clean-up or engine refer to it.
-"""
+"""The SDK's per-plugin state, kept out of the author's namespace (why a
+name-mangled slot, not a registry: docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -30,7 +15,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SLOT", "Runtime", "runtime_of"]
 
-#: Where the runtime is kept: what ``self.__runtime`` means inside ``DevicePlugin``.
+#: What ``self.__runtime`` means inside ``DevicePlugin``; no author writes it by accident.
 SLOT: Final = "_DevicePlugin__runtime"
 
 _making = threading.Lock()
@@ -44,10 +29,8 @@ class Runtime:
     def __init__(self, worker_pools: object = None) -> None:
         self.calls = AuthorCalls(worker_pools if isinstance(worker_pools, Mapping) else None)
         self.lifetime = Lifetime(self.calls)
-        #: The detection engine, set when the plugin is registered with a server.
-        self.engine: FingerprintEngine | None = None
-        #: True once ``close_plugin`` began: the plugin's life ends only once.
-        self.closed = False
+        self.engine: FingerprintEngine | None = None  # set when registered with a server
+        self.closed = False  # close_plugin() began: the plugin's life ends once
 
 
 def runtime_of(plugin: object) -> Runtime:
