@@ -423,5 +423,5 @@ def test_hcl_default_is_refused_inside_repeated_blocks() -> None:
     class Holder:
         blocks: dict[str, _GoStyle] = field(default_factory=dict)
 
-    with pytest.raises(TypeError, match="hcl_default.*repeated"):
+    with pytest.raises(TypeError, match=r"hcl_default.*repeated"):
         config_spec(Holder)
