@@ -19,6 +19,13 @@ Run (about half a minute):
 ``--old`` names another version of ``frozen.py`` (``git show
 REV:src/nomad_device/frozen.py > /tmp/frozen_old.py``) to time first, with a
 written ``__init__``.
+
+``--launches N`` times what it saves where it counts instead: the installed
+console script (``nomad-device-example``), launched as Nomad launches it, to
+its handshake line, N times each way in turn: as installed, and with
+``@frozen`` replaced by ``@dataclass(frozen=True)`` before the script's
+imports. It prints the median CPU time and wall time to the handshake, and
+the median of the per-pair differences.
 """
 
 from __future__ import annotations
@@ -26,8 +33,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -99,11 +109,71 @@ def measure(
         )
 
 
+#: Run before the console script: every ``@frozen`` class becomes a plain frozen dataclass.
+_PLAIN = (
+    "import dataclasses, runpy, sys, nomad_device.frozen as f;"
+    "f.frozen = lambda cls: dataclasses.dataclass(frozen=True)(cls);"
+    "sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+def _to_handshake(command: list[str]) -> tuple[float, float]:
+    """CPU and wall milliseconds from exec to the handshake line."""
+    from nomad_device.constants import NOMAD_HANDSHAKE
+
+    env = {**os.environ, NOMAD_HANDSHAKE.magic_cookie_key: NOMAD_HANDSHAKE.magic_cookie_value}
+    env["PLUGIN_PROTOCOL_VERSIONS"] = "2"
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    wall = (time.perf_counter() - start) * 1000
+    with open(f"/proc/{proc.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    proc.kill()
+    proc.wait(10)
+    if line.count(b"|") < 4:
+        raise RuntimeError(f"{command}: no handshake ({line!r})")
+    return cpu, wall
+
+
+def launches(count: int) -> None:
+    script = shutil.which("nomad-device-example", path=os.path.dirname(sys.executable))
+    assert script is not None, "nomad-device-example is not installed beside this python"
+    subjects = {
+        "installed script (@frozen)": [sys.executable, script],
+        "same, @dataclass(frozen=True)": [sys.executable, "-c", _PLAIN, script],
+    }
+    cpu: dict[str, list[float]] = {name: [] for name in subjects}
+    wall: dict[str, list[float]] = {name: [] for name in subjects}
+    for _ in range(count + 1):  # the first round warms the page cache and is dropped
+        for name, command in subjects.items():
+            c, w = _to_handshake(command)
+            cpu[name].append(c)
+            wall[name].append(w)
+    print(f"python {platform.python_version()}, {script}, {count} launches each, in turn")
+    first = next(iter(subjects))
+    for name in subjects:
+        dcpu = statistics.median(a - b for a, b in zip(cpu[name][1:], cpu[first][1:], strict=True))
+        dwall = statistics.median(
+            a - b for a, b in zip(wall[name][1:], wall[first][1:], strict=True)
+        )
+        print(
+            f"  {name:30} CPU {statistics.median(cpu[name][1:]):6.1f} ms ({dcpu:+.1f}),"
+            f" wall {statistics.median(wall[name][1:]):6.1f} ms ({dwall:+.1f})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--old", type=Path, help="another frozen.py to time beside this one")
     parser.add_argument("--rounds", type=int, default=300)
+    parser.add_argument("--launches", type=int, help="time the installed script instead")
     args = parser.parse_args()
+    if args.launches:
+        launches(args.launches)
+        return
     makers: dict[str, Callable[[], type]] = {
         "@frozen, written __init__": lambda: current.frozen(written()),
         "@frozen, made __init__": lambda: current.frozen(bare()),

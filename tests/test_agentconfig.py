@@ -221,10 +221,10 @@ def test_interpolation_gets_the_agents_message() -> None:
 
 
 def test_every_ready_made_schema_is_safe() -> None:
-    from nomad_device.plugins.example.plugin import CONFIG_SPEC as EXAMPLE
-    from nomad_device.plugins.nvidia.config import CONFIG_SPEC as NVIDIA
+    from nomad_device.plugins.example.plugin import ExampleConfig
+    from nomad_device.plugins.nvidia.config import NvidiaConfig
 
-    for spec in (GENERIC, EXAMPLE, NVIDIA):
+    for spec in (GENERIC, config_spec(ExampleConfig), config_spec(NvidiaConfig)):
         assert schemasafety.hazards(spec) == []
 
 

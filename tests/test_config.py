@@ -397,3 +397,31 @@ def test_hcl_block_needs_a_map_field() -> None:
 
     with pytest.raises(TypeError, match="needs a dict"):
         config_spec(Wrong)
+
+
+# -- hcl_default: a collection's default in the schema, as Go plugins write it
+
+
+@dataclass
+class _GoStyle:
+    ids: list[str] = field(default_factory=list, metadata={"hcl_default": True})
+    xids: list[int] = field(default_factory=lambda: [13, 31], metadata={"hcl_default": True})
+    plain: list[str] = field(default_factory=list)
+
+
+def test_hcl_default_writes_a_collections_default_as_a_literal() -> None:
+    spec = config_spec(_GoStyle)
+    assert spec.attributes["ids"] == Default(Attr("ids", "list(string)", False), Literal("[]"))
+    assert spec.attributes["xids"] == Default(
+        Attr("xids", "list(number)", False), Literal("[13, 31]")
+    )
+    assert spec.attributes["plain"] == Attr("plain", "list(string)", False)
+
+
+def test_hcl_default_is_refused_inside_repeated_blocks() -> None:
+    @dataclass
+    class Holder:
+        blocks: dict[str, _GoStyle] = field(default_factory=dict)
+
+    with pytest.raises(TypeError, match=r"hcl_default.*repeated"):
+        config_spec(Holder)

@@ -7,6 +7,7 @@ reports its counters (``["!counts"]``).
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -366,19 +367,19 @@ def test_garbage_tunables_are_logged_once_and_ignored(caplog: pytest.LogCaptureF
     ]
 
 
-def test_a_period_set_by_detect_itself_applies_to_the_next_wait() -> None:
-    """Plugins (the NVIDIA one) schedule their next scan from inside detect()."""
+def test_a_period_asked_for_by_detect_itself_applies_to_the_next_wait() -> None:
+    """Plugins whose config sets the period ask for each next scan from inside detect()."""
     from nomad_device import Device, DeviceGroup, DevicePlugin
     from nomad_device.testing import InProcessHarness
 
     class Scheduling(DevicePlugin[None]):
         name = "scheduling"
-        fingerprint_period = 3600.0
+        fingerprint_period = math.inf
         calls = 0
 
         def detect(self) -> list[DeviceGroup]:
             self.calls += 1
-            self.fingerprint_period = 0.05  # "a mark expires soon: look again then"
+            self.rescan(0.05, key="period")  # "look again then"
             return [DeviceGroup("t", "t", "t", (Device(f"d{self.calls}"),))]
 
     with InProcessHarness(Scheduling()) as h, h.fingerprint() as stream:

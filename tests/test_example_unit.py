@@ -22,13 +22,13 @@ from nomad_device.config import config_spec
 from nomad_device.golang import filepath_join, perm_string
 from nomad_device.plugins.example import demo, plugin
 from nomad_device.plugins.example.plugin import (
-    CONFIG_SPEC,
     GROUP_ATTRIBUTES,
     ExampleConfig,
     FsDevicePlugin,
     Listing,
     list_devices,
 )
+from nomad_device.wire import hclspec
 
 BAD_PERMS = 'Device has bad permissions "-rwxrwxrwx"'
 REAL_SCANDIR = os.scandir
@@ -111,8 +111,17 @@ def test_permission_table_is_gos_perm_string() -> None:
     assert tuple(perm_string(bits) for bits in range(0o1000)) == plugin._PERM_STRINGS
 
 
-def test_explicit_schema_equals_the_one_derived_from_the_config_class() -> None:
-    assert config_spec(ExampleConfig) == CONFIG_SPEC
+def test_the_config_class_gives_the_go_plugins_schema_node_for_node() -> None:
+    def optional_string(name: str, literal: str) -> hclspec.Default:
+        return hclspec.Default(hclspec.Attr(name, "string", False), hclspec.Literal(literal))
+
+    assert config_spec(ExampleConfig) == hclspec.Object(
+        {
+            "dir": optional_string("dir", '"."'),
+            "list_period": optional_string("list_period", '"5s"'),
+            "unhealthy_perm": optional_string("unhealthy_perm", '"-rwxrwxrwx"'),
+        }
+    )
 
 
 @pytest.mark.parametrize(
@@ -120,7 +129,11 @@ def test_explicit_schema_equals_the_one_derived_from_the_config_class() -> None:
     [("5s", 5.0), ("100ms", 0.1), ("1h2m3.5s", 3723.5), ("1ns", 1e-9), ("+.5m", 30.0)],
 )
 def test_list_period_sets_the_detection_period(tmp_path: Path, period: str, seconds: float) -> None:
-    assert configured(tmp_path, list_period=period).fingerprint_period == pytest.approx(seconds)
+    instance = configured(tmp_path, list_period=period)
+    asked: list[tuple[float, str | None]] = []
+    instance.rescan = lambda delay=0.0, *, key=None: asked.append((delay, key))  # type: ignore[method-assign]
+    instance.detect()
+    assert asked == [(pytest.approx(seconds), "period")]
 
 
 @pytest.mark.parametrize(
@@ -149,7 +162,7 @@ def test_a_refused_config_changes_nothing(tmp_path: Path) -> None:
     instance = configured(tmp_path, list_period="2s")
     with pytest.raises(InvalidArgument):
         instance.configure(ExampleConfig(dir="/elsewhere", list_period="0s"))
-    assert instance.fingerprint_period == 2.0
+    assert instance._settings.period == 2.0
     touch(tmp_path / "a")
     assert instance.detect() == group(Device("a"))
 

@@ -21,6 +21,7 @@ from conftest import TESTS, Launched, Launcher
 
 from nomad_device import Backoff, Device, DeviceGroup, DevicePlugin, Wakeup
 from nomad_device.plugin.engine import DEADLINE_TOLERANCE, MAX_DEADLINES, Deadlines
+from nomad_device.plugin.runtime import runtime_of
 
 API_PLUGIN = TESTS / "plugins" / "api_plugin.py"
 
@@ -192,8 +193,8 @@ def test_pending_timers_are_cancelled_when_the_plugin_closes(tmp_path: Path) -> 
     plugin = Timed()
     with InProcessHarness(plugin):
         handle = plugin.call_later(0.3, fired.set)
-        assert plugin._lifetime.pending() == 1
-    assert handle.cancelled and plugin._lifetime.pending() == 0
+        assert runtime_of(plugin).lifetime.pending() == 1
+    assert handle.cancelled and runtime_of(plugin).lifetime.pending() == 0
     assert not fired.wait(0.6)
     with pytest.raises(RuntimeError, match="closed"):
         asyncio.run(plugin.run_blocking(time.sleep, 0, pool="late"))
@@ -243,6 +244,18 @@ def test_backoff_doubles_to_its_cap_and_resets() -> None:
     assert huge.failed() == 60  # no float overflow
 
 
+def test_a_keyed_deadline_replaces_the_one_waiting_under_its_key() -> None:
+    deadlines = Deadlines()
+    assert deadlines.add(10.0, key="period") is True
+    assert deadlines.add(12.0, key="period") is True  # replaced: the earliest is 12 now
+    assert len(deadlines) == 1 and deadlines.earliest() == 12.0
+    assert deadlines.add(11.0) is True and deadlines.add(20.0, key="retry") is False
+    assert deadlines.add(float("inf"), key="period") is False  # withdrawn
+    assert len(deadlines) == 2 and deadlines.earliest() == 11.0
+    deadlines.drop_due(30.0)
+    assert len(deadlines) == 0
+
+
 def test_deadlines_keep_distinct_times_in_order() -> None:
     deadlines = Deadlines()
     assert deadlines.add(10.0) is True
@@ -288,3 +301,71 @@ def test_wakeup_set_from_another_thread_wakes_the_waiter() -> None:
     asyncio.run(timed_out())
     wakeup.set()  # before anyone waits: kept
     asyncio.run(asyncio.wait_for(wakeup.wait(), 1))
+
+
+# -- where the base-plugin hooks run ------------------------------------------------------
+
+HOOKS_PLUGIN = TESTS / "plugins" / "hooks_plugin.py"
+
+
+@pytest.mark.parametrize(
+    ("waiting", "other"),
+    [("plugin_info", "schema"), ("config_schema", "info"), ("decode_config", "info")],
+)
+def test_base_plugin_hooks_run_off_the_event_loop(
+    launch: Launcher, waiting: str, other: str
+) -> None:
+    plugin = launch([sys.executable, str(HOOKS_PLUGIN), waiting])
+    client = plugin.client
+    calls = {
+        "plugin_info": lambda: client.info(timeout=40),
+        "config_schema": lambda: client.schema(timeout=40),
+        "decode_config": lambda: client.set_config(b"", timeout=40),
+    }
+    failures: list[BaseException] = []
+
+    def blocked() -> None:
+        try:
+            calls[waiting]()
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=blocked)
+    thread.start()
+    plugin.wait_for_log(lambda e: e.message == f"{waiting}() waits", timeout=20)
+    # Served while the first hook waits, so it opens the gate: both answer.
+    getattr(client, other)(timeout=15)
+    thread.join(40)
+    assert not thread.is_alive() and failures == []
+
+
+# -- the author's namespace is the author's ---------------------------------------------
+
+SHADOW_PLUGIN = TESTS / "plugins" / "shadow_plugin.py"
+#: What the plugin's own value reads as in reserve() (the first call it answers there).
+_AUTHORS = {
+    "_calls": "calls=",
+    "_engine": "engine-0",
+    "_lifetime": "lease=3600",
+    "_closed": "closed=False",
+}
+
+
+@pytest.mark.parametrize("attribute", list(_AUTHORS))
+def test_an_author_attribute_named_like_the_sdks_state_works(
+    launch: Launcher, tmp_path: Path, attribute: str
+) -> None:
+    notes = tmp_path / "notes"
+    env = {**os.environ, "SHADOW_PLUGIN_LOG": str(notes)}
+    plugin = launch([sys.executable, str(SHADOW_PLUGIN), attribute], env=env)
+    plugin.client.set_config(b"")
+    with plugin.client.fingerprint() as stream:
+        assert _ids(stream.next(10)) == ["dev-0"]
+    assert plugin.client.reserve(["dev-0"]).envs["MINE"].startswith(_AUTHORS[attribute])
+    with plugin.client.stats(interval=0.1) as stats:
+        (group,) = stats.next(10)
+        assert list(group.instance_stats) == ["dev-0"]
+    assert plugin.client.kill().outcome == "graceful"
+    lines = notes.read_text().splitlines()
+    assert lines[0].startswith("close ") and lines[1:] == ["on_close"]
+    assert not [e for e in plugin.logs if e.level == "error"], plugin.messages()

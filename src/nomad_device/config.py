@@ -35,6 +35,10 @@ Field mapping:
   its values take the type of whatever was written, different per block, and
   a Nomad agent panics on that too.
 - ``field(metadata={"hcl": "other_name"})`` renames the HCL key.
+- ``field(metadata={"hcl_default": True})`` on a list, set or map field writes
+  its default into the schema as a literal after all (``[13, 31]``), as Go
+  plugins do: for a plugin whose schema must be a Go plugin's, node for node.
+  Refused inside repeated blocks, where it would make an agent panic.
 - ``field(metadata={"hcl_block": True})`` on a ``dict[str, T]`` field makes it a
   ``BlockAttrs``, written ``env { KEY = "value" }``. Use it for maps an operator
   sets in a Nomad agent file: the agent reads ``env = { ... }`` as a list holding
@@ -60,6 +64,7 @@ T = TypeVar("T")
 
 _HCL_NAME_KEY: Final = "hcl"
 _HCL_BLOCK_KEY: Final = "hcl_block"
+_HCL_DEFAULT_KEY: Final = "hcl_default"
 
 
 class ConfigError(ValueError):
@@ -263,7 +268,9 @@ _MISSING: Final = dataclasses.MISSING
 class _Field:
     """How one dataclass field maps to the schema and back."""
 
-    __slots__ = ("conv", "default", "hcl_name", "kind", "nested", "optional", "py_name")
+    __slots__ = (
+        "conv", "default", "hcl_name", "kind", "literal", "nested", "optional", "py_name",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -274,6 +281,7 @@ class _Field:
         nested: type | None,  # blocks only
         optional: bool,
         default: Callable[[], object] | None,  # None when the field has no default
+        literal: bool = False,  # metadata['hcl_default']: the default goes into the schema
     ) -> None:
         self.py_name = py_name
         self.hcl_name = hcl_name
@@ -282,6 +290,7 @@ class _Field:
         self.nested = nested
         self.optional = optional
         self.default = default
+        self.literal = literal
 
     @property
     def required(self) -> bool:
@@ -406,7 +415,10 @@ def _build_field(
         if not isinstance(conv, _MapOf):
             raise TypeError(f"{where}: metadata['hcl_block'] needs a dict[str, T] field")
         return _Field(f.name, hcl_name, "block_attrs", conv, None, optional, default)
-    return _Field(f.name, hcl_name, "attr", conv, None, optional, default)
+    literal = bool(f.metadata.get(_HCL_DEFAULT_KEY))
+    if literal and default is None:
+        raise TypeError(f"{where}: metadata['hcl_default'] needs a default")
+    return _Field(f.name, hcl_name, "attr", conv, None, optional, default, literal)
 
 
 def _literal_default_ok(conv: _Conv) -> bool:
@@ -426,7 +438,7 @@ def _has_any(conv: _Conv) -> bool:
 def _field_spec(fp: _Field) -> hclspec.Spec:
     if fp.kind == "attr":
         conv = cast(_Conv, fp.conv)
-        if fp.default is not None and _literal_default_ok(conv):
+        if fp.default is not None and (fp.literal or _literal_default_ok(conv)):
             value = fp.default()
             if value is not None:
                 primary = hclspec.Attr(fp.hcl_name, conv.type_expr(), False)
@@ -457,6 +469,12 @@ def _field_spec(fp: _Field) -> hclspec.Spec:
 def _refuse_any(plan: _Plan, where: str) -> None:
     """Refuse ``Any`` anywhere inside a repeated block (see the module docstring)."""
     for fp in plan.fields:
+        if fp.literal:
+            raise TypeError(
+                f"{plan.cls.__name__}.{fp.py_name}: metadata['hcl_default'] inside repeated "
+                f"blocks ({where}): a literal [] or {{}} is a tuple or object to an agent, and "
+                "one block setting the field while another does not makes it panic"
+            )
         if fp.conv is not None and _has_any(fp.conv):
             raise TypeError(
                 f"{plan.cls.__name__}.{fp.py_name}: Any inside repeated blocks ({where}): each "

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import field
 from types import MappingProxyType
 from typing import Final, TypeVar, cast
@@ -677,17 +677,6 @@ class DeviceGroupStats:
             other.name,
             dict(other.instance_stats),
         )
-
-
-def group_of(
-    vendor: str,
-    type: str,
-    name: str,
-    devices: Iterable[Device],
-    attributes: Mapping[str, Attribute] | None = None,
-) -> DeviceGroup:
-    """Build a group from any iterable of devices (convenience for authors)."""
-    return DeviceGroup(vendor, type, name, tuple(devices), dict(attributes or {}))
 
 
 @frozen

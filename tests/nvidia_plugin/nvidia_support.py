@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from nomad_device.config import config_spec
 from nomad_device.model import Device, DeviceGroup
-from nomad_device.plugins.nvidia.config import CONFIG_SPEC
+from nomad_device.plugins.nvidia.config import NvidiaConfig
 from nomad_device.testing import config_from_json
 
 from .fakenvml import Scenario
@@ -24,7 +25,7 @@ Scenarios = Callable[..., Scenario]
 
 def encode(settings: Mapping[str, Any]) -> bytes:
     """What Nomad sends to SetConfig for a ``config { ... }`` body."""
-    return config_from_json(CONFIG_SPEC, dict(settings))
+    return config_from_json(config_spec(NvidiaConfig), dict(settings))
 
 
 def devices(groups: list[DeviceGroup]) -> dict[str, Device]:

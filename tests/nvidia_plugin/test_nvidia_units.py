@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from nomad_device.config import decode_config
+from nomad_device.config import config_spec, decode_config
 from nomad_device.errors import InvalidArgument
 from nomad_device.plugins.nvidia.config import (
-    CONFIG_SPEC,
     DEFAULT_IGNORED_XIDS,
     NvidiaConfig,
     settings_from,
@@ -28,8 +27,9 @@ from nomad_device.testing import config_from_json, defaults_only_config
 
 
 def test_the_schema_defaults_decode_to_the_dataclass_defaults() -> None:
-    assert decode_config(NvidiaConfig, defaults_only_config(CONFIG_SPEC)) == NvidiaConfig()
-    custom = config_from_json(CONFIG_SPEC, {"ignored_xids": [48], "share": 4})
+    spec = config_spec(NvidiaConfig)
+    assert decode_config(NvidiaConfig, defaults_only_config(spec)) == NvidiaConfig()
+    custom = config_from_json(spec, {"ignored_xids": [48], "share": 4})
     assert decode_config(NvidiaConfig, custom) == NvidiaConfig(ignored_xids=[48], share=4)
 
 

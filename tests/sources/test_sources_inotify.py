@@ -437,9 +437,9 @@ def test_watch_limit_at_start(
     pipe_syscalls: PipeSyscalls, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     pipe_syscalls.fail_add = lambda path: errno.ENOSPC
-    source = inotify(tmp_path, recursive=True)
-    assert not source.available
-    _blocks_until_closed(source)
+    with inotify(tmp_path, recursive=True) as source:
+        assert not source.available
+        _blocks_until_closed(source)
     [warning] = warnings(caplog)
     assert warning.startswith("inotify watch limit reached (fs.inotify.max_user_watches")
     assert "falls back to the poll period" in warning
@@ -450,14 +450,15 @@ def test_watch_limit_reached_later(
 ) -> None:
     # A recursive watch meets the limit on a new subdirectory: one last batch
     # (rescan everything), one warning, then the fallback.
-    source = inotify(tmp_path, recursive=True)
-    pipe_syscalls.fail_add = lambda path: errno.ENOSPC if path.endswith("new") else None
-    (tmp_path / "new").mkdir()
-    pipe_syscalls.feed(pack(pipe_syscalls.wds[str(tmp_path)], ino.IN_CREATE | ino.IN_ISDIR, b"new"))
-    batch = next_within(source)
-    assert batch.overflow
-    assert not source.available
-    _blocks_until_closed(source)
+    with inotify(tmp_path, recursive=True) as source:
+        pipe_syscalls.fail_add = lambda path: errno.ENOSPC if path.endswith("new") else None
+        (tmp_path / "new").mkdir()
+        wd = pipe_syscalls.wds[str(tmp_path)]
+        pipe_syscalls.feed(pack(wd, ino.IN_CREATE | ino.IN_ISDIR, b"new"))
+        batch = next_within(source)
+        assert batch.overflow
+        assert not source.available
+        _blocks_until_closed(source)
     [warning] = warnings(caplog)
     assert warning.startswith("inotify watch limit reached")
 
@@ -545,7 +546,7 @@ class _FailsAfterInit(ino.Syscalls):
         raise RuntimeError("injected after inotify_init1")
 
 
-def test_a_constructor_that_raises_after_init_leaves_no_descriptor(
+def test_opening_that_raises_after_init_leaves_no_descriptor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = _fds()
@@ -554,9 +555,17 @@ def test_a_constructor_that_raises_after_init_leaves_no_descriptor(
             inotify(tmp_path, f"{tmp_path}/a\0b")
     monkeypatch.setattr(ino, "SYSCALLS", _FailsAfterInit())
     for _ in range(50):
-        with pytest.raises(RuntimeError, match="injected"):
-            inotify(tmp_path)
+        with pytest.raises(RuntimeError, match="injected"), inotify(tmp_path):
+            pass
     assert _fds() <= before
+
+
+def test_making_a_source_touches_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ino, "SYSCALLS", _FailsAfterInit())
+    before = _fds()
+    source = inotify(tmp_path)  # no descriptor, no watch: that waits for the first reader
+    assert _fds() == before and not source.available
+    source.close()
 
 
 # ------------------------------------------------------------------ trees others can grow

@@ -254,10 +254,10 @@ def _plugin_config(name: str) -> type:
 
 
 def _schemas() -> dict[str, h.Spec]:
-    from nomad_device.plugins.example.plugin import CONFIG_SPEC
+    from nomad_device.plugins.example.plugin import ExampleConfig
 
     return {
-        "example plugin": CONFIG_SPEC,
+        "example plugin": config_spec(ExampleConfig),
         "sdk test plugin": config_spec(_plugin_config("sdk_plugin")),
         "config test plugin": config_spec(_plugin_config("config_plugin")),
         "everything": config_spec(Everything),
@@ -287,9 +287,9 @@ def test_defaults_only_config_is_what_hcldec_encodes(name: str) -> None:
 
 def test_plugin_defaults_match_the_sdk_encoder() -> None:
     # An anchor independent of hcldec: the SDK's own encoder of the default config.
-    from nomad_device.plugins.example.plugin import CONFIG_SPEC, ExampleConfig
+    from nomad_device.plugins.example.plugin import ExampleConfig
 
-    assert defaults_only_config(CONFIG_SPEC) == encode_config(ExampleConfig())
+    assert defaults_only_config(config_spec(ExampleConfig)) == encode_config(ExampleConfig())
     for name in ("sdk_plugin", "config_plugin"):
         config = _plugin_config(name)
         assert defaults_only_config(config_spec(config)) == encode_config(config())

@@ -17,18 +17,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from nomad_device.model import DeviceGroup, DeviceGroupStats, PluginInfo, Reservation
-from nomad_device.plugin.calls import (
-    AUTHOR_POOL,
-    AuthorCalls,
-    calls_of,
-    describe,
-    slow_after,
-    tunable,
-)
-from nomad_device.plugin.lifetime import Lifetime, Scheduled, lifetime_of
+from nomad_device.plugin.calls import AUTHOR_POOL, describe, slow_after, tunable
+from nomad_device.plugin.runtime import runtime_of
 
 if TYPE_CHECKING:
-    from nomad_device.plugin.engine import FingerprintEngine
+    from nomad_device.plugin.lifetime import Scheduled
     from nomad_device.wire.hclspec import Spec
 
 __all__ = ["DevicePlugin"]
@@ -83,9 +76,6 @@ class DevicePlugin(Generic[ConfigT]):
         self.config: ConfigT = cast(ConfigT, None)
         self.configured = False
         self.log = logging.getLogger(self.name or type(self).__name__)
-        self._engine: FingerprintEngine | None = None
-        self._calls: AuthorCalls | None = None
-        self._lifetime: Lifetime = Lifetime(self)
         #: The working directory the host started the plugin in (as Go's
         #: ``os.Getwd`` reports it; empty if it was gone). :func:`serve` then
         #: moves the process to ``/``, so that nothing is ever loaded or
@@ -164,7 +154,7 @@ class DevicePlugin(Generic[ConfigT]):
 
     watch.nothing_to_watch = True  # type: ignore[attr-defined]
 
-    def rescan(self, delay: float = 0.0) -> None:
+    def rescan(self, delay: float = 0.0, *, key: str | None = None) -> None:
         """Ask for a ``detect`` soon (``delay`` 0) or about ``delay`` seconds from now.
 
         Safe and cheap from any thread. Immediate requests made while a
@@ -176,9 +166,30 @@ class DevicePlugin(Generic[ConfigT]):
         :attr:`fingerprint_period` runs on regardless: this is how a plugin
         says "look again in 5 s" (a quiet period ending, a grace period
         running out) without touching the period.
+
+        With a ``key``, the request replaces the one waiting under that key
+        (``math.inf`` withdraws it): a plugin whose config sets its scan
+        period says ``self.rescan(period, key="period")`` at the start of
+        each ``detect()``, and scans every ``period`` after the last one,
+        however many scans events caused in between.
         """
-        if self._engine is not None:
-            self._engine.wake(delay)
+        engine = runtime_of(self).engine
+        if engine is not None:
+            engine.wake(delay, key)
+
+    def rewatch(self) -> None:
+        """Start :meth:`watch` again, because what it watches changed (after ``configure``).
+
+        Safe from any thread. An ``async def watch`` is cancelled (its ``async
+        with`` closes its sources) and started afresh once it has ended, so it
+        reads the new settings; one that had returned starts again too. A
+        plain ``def watch`` cannot be stopped: its next run starts when it
+        returns. Without an open stream nothing runs; the next stream starts
+        ``watch`` with what is current then.
+        """
+        engine = runtime_of(self).engine
+        if engine is not None:
+            engine.rewatch()
 
     def resolve_path(self, path: str) -> str:
         """A path from the config as the operator meant it: a relative one from :attr:`launch_dir`.
@@ -206,7 +217,7 @@ class DevicePlugin(Generic[ConfigT]):
         """
         if not isinstance(pool, str) or not pool:
             raise ValueError(f"pool must be a non-empty name, not {pool!r}")
-        return await calls_of(self).call(AUTHOR_POOL + pool, fn, *args, what=f"{pool} work")
+        return await runtime_of(self).calls.call(AUTHOR_POOL + pool, fn, *args, what=f"{pool} work")
 
     def call_later(self, delay: float, fn: Callable[[], object]) -> Scheduled:
         """Call ``fn`` in about ``delay`` seconds; the handle's ``cancel()`` stops it.
@@ -217,7 +228,7 @@ class DevicePlugin(Generic[ConfigT]):
         Pending calls are cancelled when the plugin closes. For "detect again
         at that time", :meth:`rescan` with a delay says it directly.
         """
-        return lifetime_of(self).call_later(delay, fn)
+        return runtime_of(self).lifetime.call_later(delay, fn)
 
     def on_close(self, fn: Callable[[], object]) -> None:
         """Run ``fn`` (sync or async) when the plugin stops, after :meth:`close`.
@@ -228,7 +239,7 @@ class DevicePlugin(Generic[ConfigT]):
         handles on hardware) it stops here or in ``close()``: the process
         leaves with ``os._exit``, and children outlive it otherwise.
         """
-        lifetime_of(self).on_close(fn)
+        runtime_of(self).lifetime.on_close(fn)
 
     # -- raw streams (override for full control) --------------------------------
 
@@ -238,13 +249,14 @@ class DevicePlugin(Generic[ConfigT]):
         Override only if ``detect`` does not fit; the engine still validates
         every message and restarts the iterator if it fails or ends.
         """
-        if self._engine is None:
+        engine = runtime_of(self).engine
+        if engine is None:
             raise RuntimeError("plugin is not being served")
-        return self._engine.stream()
+        return engine.stream()
 
     async def stats_stream(self, interval: float) -> AsyncIterator[Sequence[DeviceGroupStats]]:
         """The Stats stream: ``stats()`` every ``interval`` seconds, first at once."""
-        calls = calls_of(self)
+        calls = runtime_of(self).calls
         failures = 0
         while True:
             try:

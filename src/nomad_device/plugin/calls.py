@@ -49,8 +49,6 @@ __all__ = [
     "AUTHOR_POOL",
     "POOL_SIZES",
     "AuthorCalls",
-    "call_author",
-    "calls_of",
     "describe",
     "slow_after",
     "tunable",
@@ -321,25 +319,3 @@ def tunable(plugin: object, name: str) -> float:
 
 
 _complained: set[tuple[type, str]] = set()
-
-
-def calls_of(owner: object) -> AuthorCalls:
-    """The :class:`AuthorCalls` kept on ``owner`` (a plugin), made on first use."""
-    calls: AuthorCalls | None = getattr(owner, "_calls", None)
-    if calls is None:
-        sizes = getattr(owner, "worker_pools", None)
-        calls = AuthorCalls(sizes if isinstance(sizes, Mapping) else None)
-        owner._calls = calls  # type: ignore[attr-defined]
-    return calls
-
-
-_shared = AuthorCalls()
-
-
-async def call_author(fn: Callable[..., T | Awaitable[T]], *args: Any) -> T:
-    """Call author code that may be sync or async without blocking the loop.
-
-    For code outside any plugin instance; a plugin's own methods go through
-    its :class:`AuthorCalls`.
-    """
-    return await _shared.call("other", fn, *args)

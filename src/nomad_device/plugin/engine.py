@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from nomad_device.constants import DROPPED_FIELD
 from nomad_device.model import DeviceGroup, DeviceGroupStats
 from nomad_device.plugin.backoff import BACKOFF_START, Backoff, backoff_delay
-from nomad_device.plugin.calls import calls_of, describe, slow_after, tunable
+from nomad_device.plugin.calls import describe, slow_after, tunable
+from nomad_device.plugin.runtime import runtime_of
 
 if TYPE_CHECKING:
     from nomad_device.plugin.base import DevicePlugin
@@ -46,7 +47,6 @@ __all__ = [
     "printable",
     "resilient",
     "valid_groups",
-    "valid_stats",
 ]
 
 log = logging.getLogger("nomad_device.engine")
@@ -65,15 +65,24 @@ T = TypeVar("T")
 
 
 class Deadlines:
-    """Timed rescans that are waiting, on ``time.monotonic()``; safe from any thread."""
+    """Timed rescans waiting (``time.monotonic()``); a keyed one replaces its key's. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._times: list[float] = []
+        self._keyed: dict[str, float] = {}
         self._dropped = False
 
-    def add(self, when: float) -> bool:
-        """Keep ``when``; True if it is now the earliest (the loop must look again)."""
+    def add(self, when: float, key: str | None = None) -> bool:
+        """Keep ``when`` (``inf`` with a key: forget that key's); True if it is now the earliest."""
+        if key is not None:
+            with self._lock:
+                self._keyed.pop(key, None)
+                if when == math.inf:
+                    return False
+                earliest = self._earliest()
+                self._keyed[key] = when
+                return when < earliest
         with self._lock:
             times = self._times
             i = bisect.bisect_left(times, when)
@@ -92,21 +101,28 @@ class Deadlines:
                         )
                     return False
                 times.pop()
+            earliest = self._earliest()
             times.insert(i, when)
-            return i == 0
+            return when < earliest
 
     def drop_due(self, now: float) -> None:
         """Forget the requests a ``detect()`` starting at ``now`` satisfies."""
+        due = now + DEADLINE_TOLERANCE
         with self._lock:
-            del self._times[: bisect.bisect_right(self._times, now + DEADLINE_TOLERANCE)]
+            del self._times[: bisect.bisect_right(self._times, due)]
+            self._keyed = {k: when for k, when in self._keyed.items() if when > due}
+
+    def _earliest(self) -> float:
+        first = self._times[0] if self._times else math.inf
+        return min(first, *self._keyed.values()) if self._keyed else first
 
     def earliest(self) -> float:
         with self._lock:
-            return self._times[0] if self._times else math.inf
+            return self._earliest()
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._times)
+            return len(self._times) + len(self._keyed)
 
 
 def printable(text: str, limit: int = MAX_REASON) -> str:
@@ -184,12 +200,6 @@ def valid_groups(groups: object, problems: ProblemLog | None = None) -> tuple[De
     return tuple(kept)
 
 
-def valid_stats(groups: object, problems: ProblemLog | None = None) -> list[DeviceGroupStats]:
-    kept, found = check_stats(groups)
-    (problems or ProblemLog()).report(found, "invalid stats group", "stats_group")
-    return kept
-
-
 async def resilient(factory: Callable[[], AsyncIterator[T]], what: str) -> AsyncIterator[T]:
     """Run an author's raw stream; if it fails or ends, log and restart it.
 
@@ -232,7 +242,7 @@ class FingerprintEngine:
 
     def __init__(self, plugin: DevicePlugin[Any]) -> None:
         self._plugin = plugin
-        self._calls = calls_of(plugin)
+        self._calls = runtime_of(plugin).calls
         self._state: tuple[DeviceGroup, ...] = ()
         self._version = 0
         self._changed: asyncio.Condition | None = None
@@ -255,23 +265,15 @@ class FingerprintEngine:
         self._watch_thread: concurrent.futures.Future[Any] | None = None
         self._watch_awaited = False
 
-    @property
-    def state(self) -> tuple[DeviceGroup, ...]:
-        return self._state
-
-    @property
-    def version(self) -> int:
-        return self._version
-
-    def wake(self, delay: float = 0.0) -> None:
+    def wake(self, delay: float = 0.0, key: str | None = None) -> None:
         """Request a detection now, or in ``delay`` seconds; safe from any thread, cheap."""
         delay = float(delay)
         if math.isnan(delay):
             raise ValueError("rescan delay must be a number of seconds, not NaN")
-        if delay > 0:
-            if delay == math.inf:
+        if delay > 0 or key is not None:
+            if delay == math.inf and key is None:
                 return
-            if not self._deadlines.add(time.monotonic() + delay):
+            if not self._deadlines.add(time.monotonic() + max(0.0, delay), key):
                 return  # not the earliest: the loop already waits for an earlier one
             self._poke(self._on_retime)
             return
@@ -306,15 +308,20 @@ class FingerprintEngine:
         if self._wake is not None:
             self._wake.set()
 
+    def rewatch(self) -> None:
+        """Start ``watch()`` again (see ``DevicePlugin.rewatch``); safe from any thread."""
+        self._poke(self._on_rewatch)
+
+    def _on_rewatch(self) -> None:
+        for i, task in enumerate(self._tasks):
+            if task.get_name() == "watch":
+                task.cancel()
+                self._tasks[i] = asyncio.create_task(self._watch_loop(after=task), name="watch")
+
     def _on_retime(self) -> None:
         # No detect now; the loop only computes its wait again.
         if self._wake is not None:
             self._wake.set()
-
-    @property
-    def deadlines(self) -> Deadlines:
-        """Timed rescans still waiting."""
-        return self._deadlines
 
     async def stream(self) -> AsyncIterator[Sequence[DeviceGroup]]:
         """Yield the current state at once (once known), then every change."""
@@ -388,8 +395,7 @@ class FingerprintEngine:
         self._reported_unhealthy = False
         self._good = groups
         await self._publish(groups)
-        # Read again: detect() may have set the period for the next scan itself.
-        return max(0.01, tunable(plugin, "fingerprint_period"))
+        return period
 
     async def _failed(self, exc: Exception, period: float) -> float:
         now = time.monotonic()
@@ -462,7 +468,9 @@ class FingerprintEngine:
             wake.clear()  # a new deadline (look again) or a wake-up (the loop condition)
         return True
 
-    async def _watch_loop(self) -> None:
+    async def _watch_loop(self, after: asyncio.Task[None] | None = None) -> None:
+        if after is not None:
+            await asyncio.wait([after])  # never two runs at once: the old one closes first
         watch = self._plugin.watch
         backoff = Backoff(reset_after=WATCH_RESET_AFTER)
         while True:

@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from nomad_device.plugin.calls import AUTHOR_POOL, calls_of, describe
+from nomad_device.plugin.calls import AUTHOR_POOL, AuthorCalls, describe
 
-__all__ = ["CLEANUP_TIMEOUT", "Lifetime", "Scheduled", "lifetime_of"]
+__all__ = ["CLEANUP_TIMEOUT", "Lifetime", "Scheduled"]
 
 log = logging.getLogger("nomad_device.lifetime")
 
@@ -72,8 +72,8 @@ class Scheduled:
 class Lifetime:
     """One plugin's timers and clean-up, and whether it has closed."""
 
-    def __init__(self, owner: object) -> None:
-        self._owner = owner
+    def __init__(self, calls: AuthorCalls) -> None:
+        self._calls = calls
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scheduled: set[Scheduled] = set()
@@ -155,7 +155,7 @@ class Lifetime:
             if inspect.iscoroutinefunction(fn):
                 await fn()
             else:
-                result = await calls_of(self._owner).call(
+                result = await self._calls.call(
                     AUTHOR_POOL + WORK_POOL, fn, what=f"call_later({_name(fn)})"
                 )
                 if inspect.isawaitable(result):
@@ -203,7 +203,7 @@ class Lifetime:
             closers, self._closers = self._closers[::-1], []
         if not closers:
             return
-        calls = calls_of(self._owner)
+        calls = self._calls
         deadline = time.monotonic() + timeout
         for fn in closers:
             left = deadline - time.monotonic()
@@ -227,12 +227,3 @@ class Lifetime:
                 log.warning("clean-up %s did not finish within %gs", _name(fn), timeout)
             except Exception as exc:
                 log.error("clean-up %s failed: %s", _name(fn), describe(exc), exc_info=exc)
-
-
-def lifetime_of(owner: object) -> Lifetime:
-    """The :class:`Lifetime` kept on ``owner`` (a plugin), made on first use."""
-    lifetime: Lifetime | None = getattr(owner, "_lifetime", None)
-    if lifetime is None:
-        lifetime = Lifetime(owner)
-        owner._lifetime = lifetime  # type: ignore[attr-defined]
-    return lifetime

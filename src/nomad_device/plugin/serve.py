@@ -15,8 +15,9 @@ from nomad_device.goplugin.hclog import install_early_excepthook
 from nomad_device.goplugin.server import ServeConfig
 from nomad_device.goplugin.server import serve as serve_goplugin
 from nomad_device.plugin.base import DevicePlugin
-from nomad_device.plugin.calls import calls_of, describe
-from nomad_device.plugin.lifetime import CLEANUP_TIMEOUT, lifetime_of
+from nomad_device.plugin.calls import describe
+from nomad_device.plugin.lifetime import CLEANUP_TIMEOUT
+from nomad_device.plugin.runtime import runtime_of
 from nomad_device.plugin.servicer import register
 
 __all__ = ["CLOSE_TIMEOUT", "close_plugin", "serve"]
@@ -44,11 +45,11 @@ async def close_plugin(plugin: DevicePlugin[Any], timeout: float = CLOSE_TIMEOUT
     ``on_close`` clean-up (at most ``CLEANUP_TIMEOUT``, even when ``close()``
     overran), and the plugin's own pools refuse new work.
     """
-    if getattr(plugin, "_closed", False):
+    runtime = runtime_of(plugin)
+    if runtime.closed:
         return
-    plugin._closed = True  # type: ignore[attr-defined]
-    lifetime = lifetime_of(plugin)
-    calls = calls_of(plugin)
+    runtime.closed = True
+    lifetime, calls = runtime.lifetime, runtime.calls
     await lifetime.stop_timers()
     try:
         await asyncio.wait_for(calls.call("other", plugin.close, what="close()"), timeout)

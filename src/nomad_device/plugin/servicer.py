@@ -25,7 +25,7 @@ from nomad_device.constants import DEVICE_API_VERSION, PLUGIN_TYPE_DEVICE
 from nomad_device.errors import DevicePluginError
 from nomad_device.model import PluginInfo, Reservation
 from nomad_device.plugin.base import DevicePlugin
-from nomad_device.plugin.calls import calls_of, describe, slow_after, tunable
+from nomad_device.plugin.calls import describe, slow_after, tunable
 from nomad_device.plugin.engine import (
     FingerprintEngine,
     ProblemLog,
@@ -34,7 +34,7 @@ from nomad_device.plugin.engine import (
     printable,
     resilient,
 )
-from nomad_device.plugin.lifetime import lifetime_of
+from nomad_device.plugin.runtime import runtime_of
 from nomad_device.proto import base_pb2, base_pb2_grpc, device_pb2, device_pb2_grpc
 from nomad_device.wire import convert, hclspec
 
@@ -169,19 +169,20 @@ class BaseServicer(base_pb2_grpc.BasePluginServicer):
     async def PluginInfo(
         self, request: base_pb2.PluginInfoRequest, context: Context
     ) -> base_pb2.PluginInfoResponse:
-        return await _guarded(
-            context, "PluginInfo", lambda: _sync(lambda: _info_to_proto(self.plugin.plugin_info()))
-        )
+        async def info() -> base_pb2.PluginInfoResponse:
+            return _info_to_proto(await _author(self.plugin, self.plugin.plugin_info))
+
+        return await _guarded(context, "PluginInfo", info)
 
     async def ConfigSchema(
         self, request: base_pb2.ConfigSchemaRequest, context: Context
     ) -> base_pb2.ConfigSchemaResponse:
-        def schema() -> base_pb2.ConfigSchemaResponse:
-            spec = self.plugin.config_schema()
+        async def schema() -> base_pb2.ConfigSchemaResponse:
+            spec = await _author(self.plugin, self.plugin.config_schema)
             proto = _converted("a schema", "config_schema()", lambda: hclspec.to_proto(spec))
             return base_pb2.ConfigSchemaResponse(spec=proto)
 
-        return await _guarded(context, "ConfigSchema", lambda: _sync(schema))
+        return await _guarded(context, "ConfigSchema", schema)
 
     async def SetConfig(
         self, request: base_pb2.SetConfigRequest, context: Context
@@ -208,14 +209,16 @@ class BaseServicer(base_pb2_grpc.BasePluginServicer):
         return base_pb2.SetConfigResponse()
 
 
-async def _sync(fn: Callable[[], T]) -> T:
-    return fn()
+async def _author(plugin: DevicePlugin[Any], hook: Callable[..., T], *args: Any) -> T:
+    """A base-plugin hook, off the loop like every other (``other`` pool)."""
+    name = getattr(hook, "__name__", "hook")
+    return await runtime_of(plugin).calls.call("other", hook, *args, what=f"{name}()")
 
 
 async def apply_config(plugin: DevicePlugin[Any], data: bytes) -> None:
     """Decode and hand the config to the author; errors leave the old config."""
-    config = plugin.decode_config(bytes(data))
-    await calls_of(plugin).call("other", plugin.configure, config, what="configure()")
+    config = await _author(plugin, plugin.decode_config, bytes(data))
+    await _author(plugin, plugin.configure, config)
     plugin.config = config
     plugin.configured = True
     log.debug("config set", extra={"config": repr(config)})
@@ -263,7 +266,7 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
         plugin = self.plugin
 
         async def reserve() -> device_pb2.ReserveResponse:
-            reservation = await calls_of(plugin).call(
+            reservation = await runtime_of(plugin).calls.call(
                 "reserve",
                 plugin.reserve,
                 ids,
@@ -291,8 +294,9 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
 
 async def register(plugin: DevicePlugin[Any], server: grpc.aio.Server) -> None:
     """Attach the plugin's Nomad services to a go-plugin server."""
-    plugin._engine = FingerprintEngine(plugin)
-    lifetime_of(plugin).bind(asyncio.get_running_loop())
+    runtime = runtime_of(plugin)
+    runtime.engine = FingerprintEngine(plugin)
+    runtime.lifetime.bind(asyncio.get_running_loop())
     base = BaseServicer(plugin)
     base_pb2_grpc.add_BasePluginServicer_to_server(base, server)
     device_pb2_grpc.add_DevicePluginServicer_to_server(DeviceServicer(plugin, base), server)

@@ -7,25 +7,33 @@ iteration wherever it is waiting. A source whose kernel facility is
 unavailable has no descriptor: it logs why once and then waits, without
 yielding, until it is closed or cancelled, so that whoever polls anyway
 stays the only mechanism and nothing spins, raises or crashes.
+Nothing touches an event loop's thread: a source is opened (watches placed)
+when entered or first read, and the async form opens and reads on the
+source's own thread, so a hung filesystem holds that thread, never the loop.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
+import queue
 import select
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from types import TracebackType
-from typing import Final, Generic, Self, TypeVar
+from typing import Any, Final, Generic, Self, TypeVar
 
 __all__ = ["DISABLE_ENV", "EventSource", "disabled"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+#: A call for the async form's thread, and where its result goes.
+_Job = tuple[concurrent.futures.Future[Any], Callable[[], Any]]
 
 #: Comma-separated source kinds to treat as unavailable (``inotify``,
 #: ``uevent``, or ``all``): how tests and operators exercise the fallback.
@@ -45,15 +53,15 @@ class _Closed(Exception):
 class EventSource(abc.ABC, Generic[T]):
     """The shared reading machinery; subclasses decode what the descriptor holds.
 
-    Subclasses call :meth:`_start` with their descriptor (or ``None`` with a
-    reason), and implement :meth:`_drain` (read what is ready, return whether
-    anything worth reporting arrived) and :meth:`_take` (the next item, or
-    ``None``). With ``settle > 0`` what arrives is gathered into one item until
-    the descriptor has been quiet for ``settle`` seconds, so a single change
-    is reported almost at once. While changes keep coming, items are at least
-    ``max_delay`` apart, and nothing waits longer than ``max_delay``: a storm
-    of any size costs at most one wake-up per ``max_delay``, however the
-    writer's pauses fall.
+    Subclasses implement :meth:`_open` (the descriptor, or ``None`` with a
+    reason; called once, by the first reader or ``with``), :meth:`_drain`
+    (read what is ready, return whether anything worth reporting arrived)
+    and :meth:`_take` (the next item, or ``None``). With ``settle > 0`` what
+    arrives is gathered into one item until the descriptor has been quiet
+    for ``settle`` seconds, so a single change is reported almost at once.
+    While changes keep coming, items are at least ``max_delay`` apart, and
+    nothing waits longer than ``max_delay``: a storm of any size costs at
+    most one wake-up per ``max_delay``, however the writer's pauses fall.
 
     One reader at a time: a source is read by one task or one thread.
     """
@@ -70,10 +78,28 @@ class EventSource(abc.ABC, Generic[T]):
         self._wake: int | None = None  # an eventfd: close() pokes it to free a blocked reader
         self._poller: select.poll | None = None
         self._readers = 0
+        self._opened = False
         self._window_closed = -1e9  # when the last gathering ended (monotonic)
-        self._waiters: dict[asyncio.Future[bool | None], asyncio.AbstractEventLoop] = {}
+        # The async form's thread, and the call it runs (kept when its caller is cancelled).
+        self._jobs: queue.SimpleQueue[_Job | None] | None = None
+        self._pending: tuple[Callable[[], Any], concurrent.futures.Future[Any]] | None = None
 
     # -- for subclasses ---------------------------------------------------------
+
+    @abc.abstractmethod
+    def _open(self) -> tuple[int | None, str]:
+        """The descriptor (non-blocking, close-on-exec), or None and why it cannot be had."""
+
+    def _open_once(self) -> None:
+        """Open the source unless done (as a reader: ``close()`` waits for it)."""
+        if not self._enter():
+            return
+        try:
+            if not self._opened:
+                self._opened = True
+                self._start(*self._open())
+        finally:
+            self._leave()
 
     def _start(self, fd: int | None, unavailable: str = "") -> None:
         """Adopt ``fd`` (non-blocking, close-on-exec), or log once why there is none."""
@@ -108,7 +134,7 @@ class EventSource(abc.ABC, Generic[T]):
 
     @property
     def available(self) -> bool:
-        """False when the kernel facility could not be used: only polling will see changes."""
+        """False until opened (entered or read), and when the kernel facility is unusable."""
         return self._fd is not None
 
     @abc.abstractmethod
@@ -131,15 +157,13 @@ class EventSource(abc.ABC, Generic[T]):
             if self._closed.is_set():
                 return
             self._closed.set()
-            waiters = list(self._waiters.items())
             if self._wake is not None:
                 with contextlib.suppress(OSError):
                     os.eventfd_write(self._wake, 1)
             if self._readers == 0:
                 self._release()
-        for future, loop in waiters:
-            with contextlib.suppress(RuntimeError):  # that loop is closed already
-                loop.call_soon_threadsafe(_resolve, future, None)
+            if self._jobs is not None:
+                self._jobs.put(None)  # the thread ends after the call it runs
 
     def _release(self) -> None:
         """Close the descriptors; with the lock held and no reader inside."""
@@ -157,6 +181,11 @@ class EventSource(abc.ABC, Generic[T]):
         return self._closed.is_set()
 
     def __enter__(self) -> Self:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a thread of its own: open here
+            self._open_once()
+        # On a loop (``with`` in async code): the first read opens it, off the loop.
         return self
 
     def __exit__(
@@ -165,6 +194,8 @@ class EventSource(abc.ABC, Generic[T]):
         self.close()
 
     async def __aenter__(self) -> Self:
+        if not self._opened:
+            await self._in_thread(self._open_once)
         return self
 
     async def __aexit__(
@@ -202,6 +233,7 @@ class EventSource(abc.ABC, Generic[T]):
         return self
 
     def __next__(self) -> T:
+        self._open_once()
         if not self._enter():
             raise StopIteration
         try:
@@ -245,65 +277,69 @@ class EventSource(abc.ABC, Generic[T]):
         fd = self._fd
         return fd is not None and self._drain(fd)
 
-    # Async form.
+    # Async form: the blocking form on the source's own thread.
 
     def __aiter__(self) -> AsyncIterator[T]:
         return self
 
     async def __anext__(self) -> T:
-        if not self._enter():
+        item = await self._in_thread(self._next_or_end)
+        if item is _END:
             raise StopAsyncIteration
-        try:
-            return await self._next_async()
-        except _Closed:
-            raise StopAsyncIteration from None
-        finally:
-            self._leave()
+        return item  # type: ignore[return-value]
 
-    async def _wait(self, timeout: float | None) -> bool:
-        """The async twin of :meth:`_poll`, through the running loop's selector."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[bool | None] = loop.create_future()
-        fd = self._fd
-        with self._lock:
-            self._waiters[future] = loop
-        timer: asyncio.TimerHandle | None = None
+    def _next_or_end(self) -> T | object:
         try:
-            if fd is not None:
-                loop.add_reader(fd, _resolve, future, True)
-            if timeout is not None:
-                timer = loop.call_later(timeout, _resolve, future, False)
-            if self._closed.is_set():
-                _resolve(future, None)
-            result = await future
-        finally:
-            if fd is not None:
-                loop.remove_reader(fd)
-            if timer is not None:
-                timer.cancel()
-            with self._lock:
-                self._waiters.pop(future, None)
-        if result is None:
-            raise _Closed
+            return self.__next__()
+        except StopIteration:
+            return _END
+
+    async def _in_thread(self, fn: Callable[[], R]) -> R:
+        """``fn()`` on the source's thread. A call whose caller was cancelled runs
+        on, and the next caller of the same ``fn`` takes its result (one reader)."""
+        with self._lock:
+            pending = self._pending
+            if pending is None or pending[0] != fn:
+                pending = None
+                if not self._closed.is_set():  # else its thread is ending: see below
+                    if self._jobs is None:
+                        self._jobs = queue.SimpleQueue()
+                        threading.Thread(
+                            target=_serve, args=(self._jobs,), name="event-source", daemon=True
+                        ).start()
+                    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+                    self._jobs.put((future, fn))
+                    pending = self._pending = (fn, future)
+        if pending is None:
+            return fn()  # closed: the call returns at once, touching nothing
+        try:
+            result: R = await asyncio.shield(asyncio.wrap_future(pending[1]))
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            self._pending = None
+            raise
+        self._pending = None
         return result
 
-    async def _next_async(self) -> T:
-        while True:
-            if self._has_item():
-                item = self._take()
-                if item is not None:
-                    return item
-            if not await self._wait(None):
-                continue
-            if not self._read() or self._settle <= 0:
-                continue
-            first = last = time.monotonic()
-            while (left := self._deadline(first, last) - time.monotonic()) > 0:
-                if await self._wait(left) and self._read():
-                    last = time.monotonic()
-            self._window_closed = time.monotonic()
+
+#: What the async form's thread returns when the iteration ended.
+_END: Final = object()
 
 
-def _resolve(future: asyncio.Future[bool | None], value: bool | None) -> None:
-    if not future.done():
-        future.set_result(value)
+def _serve(
+    jobs: queue.SimpleQueue[_Job | None],
+) -> None:
+    """A source's thread: its calls, one at a time, until the source closes.
+
+    It holds the source only while a call runs, so a source dropped unclosed
+    is still collected (and closed, which ends the thread).
+    """
+    while (job := jobs.get()) is not None:
+        future, fn = job
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(fn())
+            except BaseException as exc:
+                future.set_exception(exc)
+        del job, future, fn

@@ -317,8 +317,6 @@ class Inotify(EventSource[FileEvents]):
         self._inotify_fd = -1
         where = ", ".join(root.path for root in self._roots)
         self._fallback = f"change detection under {where} falls back to the poll period"
-        fd, why = self._open()
-        self._start(fd, why)
 
     def _open(self) -> tuple[int | None, str]:
         if disabled("inotify"):
@@ -672,6 +670,10 @@ def inotify(
     batches are at least ``max_delay`` apart and no event is held longer
     (default 250 ms). ``max_events`` caps a batch; beyond it the batch says
     ``overflow`` (rescan everything) instead of listing them.
+
+    Making the source touches no file: the watches are placed when it is
+    entered or first read (off the event loop for ``async with``/``async
+    for``). Enter it before a first full look, so nothing changed goes unseen.
 
     For recursive watches over trees that others can grow: ``max_watches``
     caps the watches this source holds (its paths' own watches are always

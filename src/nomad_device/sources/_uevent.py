@@ -178,18 +178,11 @@ class UEvents(EventSource[UEvent]):
         self._dropped = 0
         self._dropped_logged = -1e9
         self._socket: socket.socket | None = None
+        self._buffer_size = buffer_size
         what = "udev" if udev else "kernel"
         self._fallback = f"{what} device events unavailable"
-        fd, why = self._open(buffer_size)
-        self._start(fd, why)
-        if fd is not None and udev and not udev_running():
-            log.warning(
-                "udevd does not seem to run (no %s): the udev event stream stays silent"
-                " until it does; the kernel's stream (udev=False) works without it",
-                _UDEV_CONTROL,
-            )
 
-    def _open(self, buffer_size: int) -> tuple[int | None, str]:
+    def _open(self) -> tuple[int | None, str]:
         suffix = "device changes are seen at the poll period only"
         if disabled("uevent"):
             return None, f"{self._fallback} (disabled by {DISABLE_ENV}); {suffix}"
@@ -203,15 +196,21 @@ class UEvents(EventSource[UEvent]):
             return None, f"{self._fallback} (netlink: {_reason(exc)}); {suffix}"
         try:
             try:
-                sock.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, buffer_size)
+                sock.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, self._buffer_size)
             except OSError:  # not root: as much as net.core.rmem_max allows
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer_size)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._buffer_size)
             sock.setsockopt(socket.SOL_SOCKET, _SO_PASSCRED, 1)
             sock.bind((0, GROUP_UDEV if self._udev else GROUP_KERNEL))
         except OSError as exc:
             sock.close()
             return None, f"{self._fallback} (netlink: {_reason(exc)}); {suffix}"
         self._socket = sock
+        if self._udev and not udev_running():
+            log.warning(
+                "udevd does not seem to run (no %s): the udev event stream stays silent"
+                " until it does; the kernel's stream (udev=False) works without it",
+                _UDEV_CONTROL,
+            )
         return sock.fileno(), ""
 
     def _has_item(self) -> bool:

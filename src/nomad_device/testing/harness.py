@@ -211,14 +211,14 @@ class InProcessHarness(_HarnessAPI):
 
     async def _stop(self) -> None:
         from nomad_device.goplugin.server import STOP_GRACE_SECONDS
-        from nomad_device.plugin.calls import calls_of
+        from nomad_device.plugin.runtime import runtime_of
         from nomad_device.plugin.serve import close_plugin
 
         server, self._server = self._server, None
         if server is not None:
             await server.stop(STOP_GRACE_SECONDS)
             await close_plugin(self.plugin)
-        calls_of(self.plugin).shutdown()  # idle author threads go too
+        runtime_of(self.plugin).calls.shutdown()  # idle author threads go too
         self._stopped.set()
         me = asyncio.current_task()
         tasks = [t for t in asyncio.all_tasks() if t is not me]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import itertools
+import math
 import os
 import re
 import stat
@@ -24,7 +25,6 @@ from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple
 
 from nomad_device.errors import Internal, InvalidArgument
-from nomad_device.frozen import frozen
 from nomad_device.golang import (
     GoDurationError,
     file_mode_string,
@@ -47,11 +47,9 @@ from nomad_device.model import (
     StatValue,
 )
 from nomad_device.plugin.base import DevicePlugin
-from nomad_device.sources import LISTING, Inotify, inotify
-from nomad_device.wire import hclspec
+from nomad_device.sources import LISTING, inotify
 
 __all__ = [
-    "CONFIG_SPEC",
     "DEVICE_NAME",
     "DEVICE_TYPE",
     "GROUP_ATTRIBUTES",
@@ -81,6 +79,8 @@ TASK_MOUNT_ROOT: Final = "/tmp/task-mounts"
 class ExampleConfig:
     """The ``plugin "nomad-device-example" { config { ... } }`` block.
 
+    It is also the schema Nomad asks for, node for node the Go plugin's: an
+    optional string attribute per field, its default an HCL literal.
     ``list_period`` stays a string rather than a ``timedelta`` so that a bad
     value is reported in the Go plugin's own words (see ``configure``).
     """
@@ -89,21 +89,6 @@ class ExampleConfig:
     list_period: str = "5s"
     unhealthy_perm: str = "-rwxrwxrwx"
 
-
-def _optional_string(name: str, literal: str) -> hclspec.Default:
-    return hclspec.Default(hclspec.Attr(name, "string", False), hclspec.Literal(literal))
-
-
-#: Spelled out rather than derived from ``ExampleConfig`` so that the schema is
-#: visibly the Go plugin's, node for node: optional string attributes, each
-#: wrapped in a Default whose Literal is an HCL string expression.
-CONFIG_SPEC: Final = hclspec.Object(
-    {
-        "dir": _optional_string("dir", '"."'),
-        "list_period": _optional_string("list_period", '"5s"'),
-        "unhealthy_perm": _optional_string("unhealthy_perm", '"-rwxrwxrwx"'),
-    }
-)
 
 # Go's Mode().Perm().String() for all 512 permission values, computed once:
 # a rescan of 100,000 files then costs one tuple lookup per file. Built from
@@ -138,8 +123,7 @@ class _Settings(NamedTuple):
     path: str
 
 
-# Frozen like a dataclass, without a dataclass's cost at every launch (see nomad_device.frozen).
-@frozen
+@dataclass(frozen=True)
 class Listing:
     """One look at the device directory.
 
@@ -270,6 +254,9 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
     name = PLUGIN_NAME
     version = PLUGIN_VERSION
     Config = ExampleConfig
+    #: No fixed period: each ``detect`` asks for the next one ``list_period``
+    #: later (``rescan(..., key="period")``), as the config says.
+    fingerprint_period = math.inf
     #: No extra wait after rescan(): the inotify source batches a burst itself
     #: (and rescans at most once a second while one lasts), so waiting again
     #: would only delay the lone change.
@@ -279,7 +266,6 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         super().__init__()
         self._lock = threading.Lock()
         self._settings = _Settings(".", 5.0, "-rwxrwxrwx", self._where("."))
-        self.fingerprint_period = self._settings.period
         # The last detected devices: what Nomad was (or is being) told about.
         self._entries: tuple[Entry, ...] = ()
         self._known: frozenset[str] = frozenset()
@@ -292,14 +278,8 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         # Each collection builds a new dict and swaps it in whole, so concurrent
         # Stats streams never see one half-built.
         self._stat_cache: dict[str, tuple[tuple[int, int, int], StatValue, StatObject]] = {}
-        # The inotify source watching the directory; configure() closes it when
-        # ``dir`` changes, and watch() then opens one on the new directory.
-        self._source: Inotify | None = None
 
     # -- config ----------------------------------------------------------------
-
-    def config_schema(self) -> hclspec.Spec:
-        return CONFIG_SPEC
 
     def configure(self, config: ExampleConfig) -> None:
         """Check the config as Go does, plus the two values Go silently mishandles."""
@@ -327,12 +307,12 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
             config.dir, period_ns / 1e9, config.unhealthy_perm, self._where(config.dir)
         )
         with self._lock:
-            if settings.path != self._settings.path:
+            moved = settings.path != self._settings.path
+            if moved:
                 self._entries, self._known, self._groups = (), frozenset(), []
-                if self._source is not None:
-                    self._source.close()  # watch() moves to the new directory
             self._settings = settings
-            self.fingerprint_period = settings.period
+        if moved:
+            self.rewatch()  # watch() starts again, on the new directory
         self.log.info(
             "config set",
             extra={
@@ -359,6 +339,7 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         whose state nobody can see, but they have not gone away either.
         """
         settings = self._settings
+        self.rescan(settings.period, key="period")  # the next look, list_period from now
         listing = list_devices(settings.path, settings.unhealthy_perm)
         with self._lock:
             if settings is not self._settings:
@@ -413,16 +394,12 @@ class FsDevicePlugin(DevicePlugin[ExampleConfig]):
         yields: ``list_period`` then does the work alone, as it bounds
         staleness in any case.
         """
-        while True:
-            with self._lock:
-                directory = self._settings.path
-                source = self._source = inotify(directory, mask=LISTING, max_delay=_STORM_DELAY)
-            with source:
-                if source.available:
-                    self.rescan()  # whatever changed before the watch was in place
-                async for _batch in source:
-                    self.rescan()
-            # Closed by configure() for a new directory: watch that one instead.
+        directory = self._settings.path  # configure() calls rewatch() when it changes
+        async with inotify(directory, mask=LISTING, max_delay=_STORM_DELAY) as source:
+            if source.available:
+                self.rescan()  # whatever changed before the watch was in place
+            async for _batch in source:
+                self.rescan()
 
     # -- reserve -------------------------------------------------------------------
 

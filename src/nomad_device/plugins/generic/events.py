@@ -30,7 +30,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from nomad_device.plugin import Wakeup
 from nomad_device.plugins.generic.config import Kind
 from nomad_device.plugins.generic.discovery import id_base
 from nomad_device.plugins.generic.patterns import leads_to_match
@@ -131,17 +130,14 @@ def descend(tree: Tree, roots: Roots) -> Callable[[str], bool]:
 class EventWatch:
     """Every uevent and every inotify batch becomes one ``rescan()``.
 
-    The inotify watches follow the config: :meth:`reconfigured` (from any
-    thread) closes them, and :meth:`run` builds new ones for the new patterns.
+    :meth:`run` watches what the config's patterns need; the plugin's
+    ``configure()`` calls ``rewatch()``, so the SDK starts it again for new
+    patterns.
     """
 
     def __init__(self, roots: Roots, rescan: Callable[[], None]) -> None:
         self._roots = roots
         self._rescan = rescan
-        self._changed = Wakeup()  # configure() sets it from a worker thread
-
-    def reconfigured(self) -> None:
-        self._changed.set()
 
     async def run(self, kinds: Callable[[], Sequence[Kind]]) -> None:
         async with asyncio.TaskGroup() as tasks:
@@ -154,36 +150,25 @@ class EventWatch:
                 self._rescan()
 
     async def _files(self, kinds: Callable[[], Sequence[Kind]]) -> None:
-        while True:
-            self._changed.clear()
-            flat, trees = watch_dirs(kinds(), self._roots)
-            sources = []
-            if flat:
-                sources.append(inotify(*flat, mask=LISTING))
-            for tree in trees:
-                source = inotify(
-                    *tree.dirs,
-                    recursive=True,
-                    mask=LISTING,
-                    max_watches=tree.max_watches,
-                    one_filesystem=True,
-                    descend=descend(tree, self._roots),
-                )
-                sources.append(source)
-            try:
-                async with asyncio.TaskGroup() as tasks:
-                    for source in sources:
-                        tasks.create_task(self._drain(source))
-                    if any(source.available for source in sources):
-                        self._rescan()  # whatever changed before the watches were in place
-                    await self._changed.wait()
-                    for source in sources:
-                        source.close()  # ends the drains; the loop watches the new patterns
-            finally:
-                for source in sources:
-                    source.close()
+        flat, trees = watch_dirs(kinds(), self._roots)
+        sources = [inotify(*flat, mask=LISTING)] if flat else []
+        for tree in trees:
+            source = inotify(
+                *tree.dirs,
+                recursive=True,
+                mask=LISTING,
+                max_watches=tree.max_watches,
+                one_filesystem=True,
+                descend=descend(tree, self._roots),
+            )
+            sources.append(source)
+        async with asyncio.TaskGroup() as tasks:
+            for source in sources:
+                tasks.create_task(self._drain(source))
 
     async def _drain(self, source: Inotify) -> None:
-        with source:
+        async with source:  # the watches are placed off the loop
+            if source.available:
+                self._rescan()  # whatever changed before they were in place
             async for _batch in source:
                 self._rescan()

@@ -91,6 +91,9 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
     #: inotify events already: 5 ms gathers a burst without the SDK's 20 ms
     #: default showing up in how soon Nomad hears of the device.
     rescan_settle = 0.005
+    #: No fixed period: each ``detect`` asks for the next scan the config's
+    #: ``fingerprint_period`` later (``rescan(..., key="period")``).
+    fingerprint_period = math.inf
     #: Probe runs take threads of their own pool, never detect's or reserve's.
     worker_pools: ClassVar[Mapping[str, int]] = {Prober.POOL: MAX_CONCURRENT_PROBES}
 
@@ -99,7 +102,6 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self.roots = roots or Roots.from_env()
         self._scanner = Scanner(self.roots)
         self._settings: Settings | None = None
-        self.fingerprint_period = 30.0
         # What Reserve and Stats read; replaced whole by each scan.
         self._lock = threading.Lock()
         self._snapshot = Snapshot()
@@ -114,7 +116,6 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self._pci_warned: set[str] = set()  # blocks told "no PCI function matches"
         self._aer = AerMarks()
         self._prober = Prober(self, self.rescan, self.log)
-        self._rescan_at = math.inf
         self._events = EventWatch(self.roots, self.rescan)
 
     # -- config ------------------------------------------------------------------
@@ -132,10 +133,9 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         settings = settings_from(config)
         with self._scan_lock:
             self._settings = settings
-            self.fingerprint_period = settings.period
             self._usb_warned.clear()
             self._pci_warned.clear()
-        self._events.reconfigured()  # new patterns, new inotify watches
+        self.rewatch()  # new patterns, new inotify watches
         if not settings.kinds:
             self.log.warning(
                 'no device blocks configured: add device "<label>" { paths = [...] } blocks'
@@ -161,6 +161,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
             settings = self._settings
             if settings is None:
                 return []
+            self.rescan(settings.period, key="period")  # the next scan, a period from now
             scan = self._scanner.scan(settings.kinds)
             previous = self._snapshot
             entries, targets = self._judge_all(settings, scan, previous)
@@ -260,12 +261,9 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         return Entry(kind, old.found, False, reason, since, deadline, old.probe)
 
     def _arm_timer(self, deadline: float) -> None:
-        """Rescan when the first vanished device's grace period ends."""
-        if deadline == self._rescan_at:
-            return
-        self._rescan_at = deadline
-        if deadline < math.inf:
-            self.rescan(max(0.0, deadline - time.monotonic()) + 0.01)
+        """Rescan when the first vanished device's grace period ends (or an AER mark's)."""
+        delay = max(0.0, deadline - time.monotonic()) + 0.01 if deadline < math.inf else math.inf
+        self.rescan(delay, key="vanished")
 
     # -- logging what changed -----------------------------------------------------------
 

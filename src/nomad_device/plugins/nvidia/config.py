@@ -14,51 +14,34 @@ from typing import Final
 from nomad_device.errors import InvalidArgument
 from nomad_device.golang import GoDurationError, format_duration, parse_duration, quote
 from nomad_device.plugins.sharing import MAX_SHARE
-from nomad_device.wire import hclspec
 
-__all__ = ["CONFIG_SPEC", "DEFAULT_IGNORED_XIDS", "NvidiaConfig", "Settings", "settings_from"]
+__all__ = ["DEFAULT_IGNORED_XIDS", "NvidiaConfig", "Settings", "settings_from"]
 
 #: Application-caused XIDs that NVIDIA's Kubernetes device plugin does not
 #: count against a GPU: the GPU is fine, a program on it misbehaved.
 DEFAULT_IGNORED_XIDS: Final = (13, 31, 43, 45, 68, 109)
 
 
+#: Lists whose defaults the schema spells out (``[]``), as the Go plugin's does.
+_GO_LITERAL: Final = {"hcl_default": True}
+
+
 @dataclass(frozen=True)
 class NvidiaConfig:
-    """The decoded config block (field names are the HCL keys)."""
+    """The config block, and the schema: the Go plugin's three settings with
+    its types and default literals, node for node, then the new ones."""
 
     enabled: bool = True
-    ignored_gpu_ids: list[str] = field(default_factory=list)
+    ignored_gpu_ids: list[str] = field(default_factory=list, metadata=_GO_LITERAL)
     fingerprint_period: str = "1m"
     share: int = 1
-    ignored_xids: list[int] = field(default_factory=lambda: list(DEFAULT_IGNORED_XIDS))
+    ignored_xids: list[int] = field(
+        default_factory=lambda: list(DEFAULT_IGNORED_XIDS), metadata=_GO_LITERAL
+    )
     recovery_quiet_period: str = "5m"
     temperature_limit: int = 0
     dev_root: str = "/dev"
     proc_root: str = "/proc"
-
-
-def _default(name: str, type_expr: str, literal: str) -> hclspec.Default:
-    return hclspec.Default(hclspec.Attr(name, type_expr, False), hclspec.Literal(literal))
-
-
-#: Spelled out so that the Go plugin's three settings are visibly its own
-#: (same types, same default literals); the new ones follow.
-CONFIG_SPEC: Final = hclspec.Object(
-    {
-        "enabled": _default("enabled", "bool", "true"),
-        "ignored_gpu_ids": _default("ignored_gpu_ids", "list(string)", "[]"),
-        "fingerprint_period": _default("fingerprint_period", "string", '"1m"'),
-        "share": _default("share", "number", "1"),
-        "ignored_xids": _default(
-            "ignored_xids", "list(number)", "[" + ", ".join(map(str, DEFAULT_IGNORED_XIDS)) + "]"
-        ),
-        "recovery_quiet_period": _default("recovery_quiet_period", "string", '"5m"'),
-        "temperature_limit": _default("temperature_limit", "number", "0"),
-        "dev_root": _default("dev_root", "string", '"/dev"'),
-        "proc_root": _default("proc_root", "string", '"/proc"'),
-    }
-)
 
 
 @dataclass(frozen=True)

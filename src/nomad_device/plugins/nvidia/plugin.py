@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,11 +32,11 @@ from typing import ClassVar, Final, TypeVar
 
 from nomad_device.errors import FailedPrecondition, NotFound
 from nomad_device.model import Attribute, Device, DeviceGroup, DeviceGroupStats, Reservation
-from nomad_device.plugin import Backoff, DevicePlugin, Wakeup
+from nomad_device.plugin import Backoff, DevicePlugin
 from nomad_device.plugins.nvidia import codes
 from nomad_device.plugins.nvidia import stats as nvstats
 from nomad_device.plugins.nvidia.codes import Failure
-from nomad_device.plugins.nvidia.config import CONFIG_SPEC, NvidiaConfig, Settings, settings_from
+from nomad_device.plugins.nvidia.config import NvidiaConfig, Settings, settings_from
 from nomad_device.plugins.nvidia.health import (
     PATIENCE,
     HealthMarks,
@@ -63,7 +64,6 @@ from nomad_device.plugins.nvidia.nvml import (
 )
 from nomad_device.plugins.nvidia.reserve import Target, reservation
 from nomad_device.plugins.sharing import instance_ids, physical_ids
-from nomad_device.wire import hclspec
 
 __all__ = ["DEVICE_TYPE", "PLUGIN_NAME", "PLUGIN_VERSION", "VENDOR", "NvidiaPlugin"]
 
@@ -155,6 +155,9 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
     name = PLUGIN_NAME
     version = PLUGIN_VERSION
     Config = NvidiaConfig
+    #: No fixed period: each ``detect`` asks for the next scan the config's
+    #: ``fingerprint_period`` later (``rescan(..., key="period")``).
+    fingerprint_period = math.inf
     worker_pools: ClassVar[Mapping[str, int]] = {EVENT_POOL: 1}
 
     def __init__(self, nvml: Nvml | None = None) -> None:
@@ -162,7 +165,6 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         self._nvml = nvml or Nvml()
         self._lock = threading.Lock()
         self._settings = Settings()
-        self.fingerprint_period = self._settings.period
         self._marks = HealthMarks()
         # Every device seen and not gone, by ID: the last known state of a GPU
         # NVML cannot read for now.
@@ -171,14 +173,9 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         # For events: GPU UUID -> its MIG instances' (ID, GPU instance, compute instance).
         self._children: dict[str, tuple[_Child, ...]] = {}
         self._event_gpus: frozenset[str] = frozenset()
-        # Set by detect() when the GPUs to watch change, or NVML was scanned
-        # afresh after a restart; watch() waits on it.
-        self._event_gpus_changed = Wakeup()
         # The NVML generation of the last good scan: a new one means new handles,
-        # so watch() subscribes again (it waits for that after NVML restarts).
+        # so watch() subscribes again (detect() restarts it: rewatch()).
         self._scanned_generation = -1
-        # The earliest scan this plugin has asked the engine for (monotonic), if any.
-        self._asked_for: float | None = None
         # GPU UUID -> scans in a row its identity (or NVML) failed.
         self._streaks: dict[str, int] = {}
         # GPU UUID -> the volatile uncorrected ECC count of the last scan.
@@ -193,14 +190,10 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
 
     # -- config --------------------------------------------------------------------
 
-    def config_schema(self) -> hclspec.Spec:
-        return CONFIG_SPEC
-
     def configure(self, config: NvidiaConfig) -> None:
         settings = settings_from(config)
         with self._lock:
             self._settings = settings
-            self.fingerprint_period = settings.period
         self.log.info(
             "config set",
             extra={
@@ -234,6 +227,7 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         query is failing or an event mark may clear.
         """
         settings = self._settings
+        self.rescan(settings.period, key="period")  # the next scan, a period from now
         if not settings.enabled:
             self._log_status(
                 ("disabled",),
@@ -273,11 +267,12 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
                 scan.unavailable is None and generation != self._scanned_generation
             ):
                 self._event_gpus = event_gpus
-                self._event_gpus_changed.set()
+                self.rewatch()  # watch() subscribes for these GPUs, on these handles
             if scan.unavailable is None:
                 self._scanned_generation = generation
             self._published = self._publish(records, health, settings.share)
-            self._ask_for_scan(self._next_scan(records, settings, now), now)
+            sooner = self._next_scan(records, settings, now)
+            self.rescan(math.inf if sooner is None else sooner, key="recheck")
             groups = self._published.groups
         self._log_scan(scan, settings, len(records))
         self._log_left_out(scan)
@@ -464,22 +459,18 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         soonest = min(delays, default=None)
         return soonest if soonest is not None and soonest < settings.period else None
 
-    def _ask_for_scan(self, delay: float | None, now: float) -> None:
-        """Ask the engine for that scan, unless an earlier request already covers it."""
-        if delay is None:
-            return
-        due = now + delay
-        asked = self._asked_for
-        if asked is not None and now < asked <= due:
-            return
-        self._asked_for = due
-        self.rescan(delay)
-
     # -- events ----------------------------------------------------------------------
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         """Run an event-set operation on the one thread that does them all."""
         return await self.run_blocking(fn, *args, pool=EVENT_POOL)
+
+    def _subscribe(self, gpus: frozenset[str]) -> Subscription | Unavailable | None:
+        """On the event pool: a new event set, kept at once (a cancelled watch() loses none)."""
+        result = self._nvml.subscribe(gpus)
+        if isinstance(result, Subscription):
+            self._subscription = result
+        return result
 
     async def watch(self) -> None:
         """Wait for NVML events in a worker thread; each one that matters wakes detection.
@@ -490,7 +481,6 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         """
         retry = Backoff(cap=EVENT_RETRY_CAP)
         while True:
-            self._event_gpus_changed.clear()
             wanted = (self._nvml.generation, self._event_gpus)
             subscription = self._subscription
             if subscription is not None and (subscription.key != wanted or subscription.closed):
@@ -499,14 +489,10 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
                 subscription = None
             if subscription is None:
                 if not wanted[1]:
-                    await (
-                        self._event_gpus_changed.wait()
-                    )  # nothing to watch until a scan finds GPUs
-                    continue
-                result = await self._blocking(self._nvml.subscribe, wanted[1])
+                    return  # nothing to watch until a scan finds GPUs (it calls rewatch())
+                result = await self._blocking(self._subscribe, wanted[1])
                 if result is None:
-                    await self._event_gpus_changed.wait()  # NVML restarted: scan first
-                    continue
+                    return  # NVML restarted: the next scan calls rewatch()
                 if isinstance(result, Unavailable):
                     self._log_watch(
                         ("unavailable", result.message),
@@ -515,7 +501,7 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
                     )
                     await asyncio.sleep(min(retry.failed(), self._settings.period))
                     continue
-                self._subscription = subscription = result
+                subscription = result
                 self._log_subscription(subscription)
             try:
                 event = await self._blocking(subscription.wait, EVENT_WAIT_MS)

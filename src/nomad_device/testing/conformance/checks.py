@@ -9,7 +9,6 @@ Nomad when it is not met, and says how to fix it. The runner produces one
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["CHECKS", "Check", "CheckResult", "Status", "check"]
@@ -277,7 +276,3 @@ _BY_ID = {c.id: c for c in CHECKS}
 def check(check_id: str) -> Check:
     """The check with this id (KeyError for an unknown one)."""
     return _BY_ID[check_id]
-
-
-def check_ids() -> Sequence[str]:
-    return [c.id for c in CHECKS]
