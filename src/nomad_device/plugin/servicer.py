@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -215,10 +216,33 @@ async def _sync(fn: Callable[[], T]) -> T:
 async def apply_config(plugin: DevicePlugin[Any], data: bytes) -> None:
     """Decode and hand the config to the author; errors leave the old config."""
     config = plugin.decode_config(bytes(data))
+    follow = _releases_for(plugin, config)
     await calls_of(plugin).call("other", plugin.configure, config, what="configure()")
     plugin.config = config
     plugin.configured = True
     log.debug("config set", extra={"config": repr(config)})
+    if follow is not None:
+        follow()
+
+
+# -- release tracking (plugin/release.py), loaded only for a config that asks for it --
+
+
+def _releases_for(plugin: DevicePlugin[Any], config: object) -> Callable[[], None] | None:
+    """What to do about release tracking once ``config`` is applied (None: nothing)."""
+    nomad = plugin.nomad_config(config)
+    if nomad is None and _tracker(plugin) is None:
+        return None
+    from nomad_device.plugin import release
+
+    settings = release.settings_for(plugin, nomad)
+    engine = plugin._engine
+    return lambda: release.follow(plugin, engine, settings)
+
+
+def _tracker(plugin: DevicePlugin[Any]) -> Any:
+    module = sys.modules.get("nomad_device.plugin.release")
+    return None if module is None else module.tracker_of(plugin)
 
 
 async def ensure_configured(plugin: DevicePlugin[Any]) -> None:
@@ -263,6 +287,9 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
         plugin = self.plugin
 
         async def reserve() -> device_pb2.ReserveResponse:
+            tracker = _tracker(plugin)
+            if tracker is not None:
+                await tracker.gate(ids)  # devices being cleaned after a release
             reservation = await calls_of(plugin).call(
                 "reserve",
                 plugin.reserve,
@@ -286,6 +313,9 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
         await self._configured(context)
         stream = resilient(lambda: self.plugin.stats_stream(interval), "stats stream")
         async for groups in stream:
+            tracker = _tracker(self.plugin)
+            if tracker is not None:
+                groups = tracker.annotate(groups)  # held_by on each held instance
             yield stats_response(groups, self._stats_problems)
 
 
