@@ -38,7 +38,7 @@ def test_a_terminal_last_holder_releases_each_device_once() -> None:
     assert due == [Release("a", "a.g[0]", (key("0"), key("1")))]
     assert book.cleaning() == {key("0"): "being cleaned after a", key("1"): "being cleaned after a"}
     assert book.update([h("a", "complete", "0", "1", modified=5)]) == []  # a repeat: nothing
-    assert book.finished(due[0], ok=True) == []
+    assert book.finished(due[0], {}) == []
     assert book.cleaning() == {}
     assert book.records()[key("0")] == Record("a", True, 1)
     assert book.sync([h("a", "complete", "0", "1", modified=5)]) == []  # a catch-up: nothing
@@ -99,12 +99,12 @@ def test_a_replayed_event_of_an_older_holder_releases_nothing() -> None:
 def test_a_failed_release_waits_for_its_retry() -> None:
     book, _ = ledger(h("a", "running", "0"))
     (due,) = book.update([h("a", "lost", "0", modified=2)])
-    assert book.finished(due, ok=False, reason="busy") == []
+    assert book.finished(due, {"0": "busy"}) == []
     assert book.cleaning() == {key("0"): "cleaning after a failed: busy"}
     assert book.sync([h("a", "lost", "0", modified=2)]) == []  # not before its time
     (again,) = book.retry(due)
     assert book.cleaning() == {key("0"): "cleaning after a failed: busy"}  # no flapping
-    book.finished(again, ok=True)
+    book.finished(again, {})
     assert book.cleaning() == {}
 
 
@@ -113,7 +113,7 @@ def test_a_release_waits_for_the_one_running() -> None:
     (first,) = book.update([h("a", "complete", "0", modified=2)])
     assert book.update([h("b", "running", "0", created=3)]) == []
     assert book.update([h("b", "complete", "0", created=3, modified=4)]) == []  # a is running
-    (second,) = book.finished(first, ok=True)
+    (second,) = book.finished(first, {})
     assert second.alloc == "b"
     assert book.records()[key("0")] == Record("b", False, 3)
 

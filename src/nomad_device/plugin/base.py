@@ -178,18 +178,22 @@ class DevicePlugin(Generic[ConfigT]):
         value = getattr(config, "nomad", None)
         return value if isinstance(value, NomadConfig) else None
 
-    def released(self, device_ids: Sequence[str]) -> Awaitable[None] | None:
+    def released(
+        self, device_ids: Sequence[str]
+    ) -> Mapping[str, str] | Awaitable[Mapping[str, str] | None] | None:
         """The allocation that held these devices has ended: clean them for the next task.
 
         Called once per device and holder, with the devices one allocation gave
         back, when the plugin follows releases (:meth:`nomad_config`). While it
         runs, the devices are reported unhealthy (``being cleaned after
-        <allocation>``) and a Reserve naming them waits (:attr:`release_wait`);
-        :meth:`cleaning` names the allocation. Return to make them healthy
-        again; raise to keep them unhealthy with the error as the reason, and
-        the call is repeated with back-off until it succeeds. A sync method runs
-        on the plugin's ``release`` pool (2 threads unless ``worker_pools``
-        says more). Default: nothing to clean.
+        <allocation>``, so Nomad places nothing on them) and a Reserve naming
+        them waits (:attr:`release_wait`); :meth:`cleaning` names the
+        allocation. Return None when all are clean, or a mapping of the IDs that
+        could not be cleaned to why; raising fails them all. A device that
+        failed stays unhealthy with that reason (``cleaning after <allocation>
+        failed: ...``) and its cleaning is called again, with back-off, until
+        it succeeds. A sync method runs on the plugin's ``release`` pool (2
+        threads unless ``worker_pools`` says more). Default: nothing to clean.
         """
         return None
 
@@ -205,10 +209,12 @@ class DevicePlugin(Generic[ConfigT]):
         return {} if tracker is None else {k[3]: a for k, a in tracker.ledger.held().items()}
 
     def cleaning(self) -> Mapping[str, str]:
-        """Device ID -> why it is unhealthy while cleaned after a release
-        (``being cleaned after <allocation>``, or how the cleaning failed)."""
+        """Device ID -> the allocation it is being cleaned after (while :meth:`released`
+        runs, and after it failed until a retry succeeds)."""
         tracker = _tracker(self)
-        return {} if tracker is None else {k[3]: r for k, r in tracker.ledger.cleaning().items()}
+        return (
+            {} if tracker is None else {k[3]: a for k, a in tracker.ledger.cleaning_after().items()}
+        )
 
     # -- event sources ----------------------------------------------------------
 

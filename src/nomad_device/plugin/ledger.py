@@ -206,14 +206,15 @@ class Ledger:
             self._groups |= new
             return self._evaluate()
 
-    def finished(self, release: Release, ok: bool, reason: str = "") -> list[Release]:
-        """``released()`` returned (``ok``) or failed with ``reason``."""
+    def finished(self, release: Release, failed: Mapping[str, str]) -> list[Release]:
+        """``released()`` ended; ``failed`` maps the IDs it could not clean to why."""
         with self._lock:
             for key in release.devices:
                 known = self._cleaning.get(key)
                 if known is None or known.alloc != release.alloc:
                     continue
-                if ok:
+                reason = failed.get(key[3])
+                if reason is None:
                     del self._cleaning[key]
                     record = self._records.get(key)
                     if record is not None and record.alloc == release.alloc:
@@ -248,6 +249,11 @@ class Ledger:
         """Each device being cleaned (or whose cleaning failed), with the health reason."""
         with self._lock:
             return {key: c.reason for key, c in self._cleaning.items()}
+
+    def cleaning_after(self) -> dict[DeviceKey, str]:
+        """Each device being cleaned (or whose cleaning failed), with the allocation."""
+        with self._lock:
+            return {key: c.alloc for key, c in self._cleaning.items()}
 
     def cleaning_state(self, ids: Iterable[str]) -> dict[str, _Cleaning]:
         wanted = set(ids)

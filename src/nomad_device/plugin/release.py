@@ -440,6 +440,7 @@ class Tracker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
         self._backoffs: dict[str, Backoff] = {}
+        self._said: dict[str, str] = {}
         self._refresh_at: float | None = None
         self._stopped = False
 
@@ -534,31 +535,48 @@ class Tracker:
         if release.name:
             fields["alloc_name"] = release.name
         log.info("devices released", extra=fields)
-        ok, reason = True, ""
+        failed: dict[str, str] = {}
         if not getattr(type(plugin).released, "nothing_to_do", False):
             try:
-                await calls_of(plugin).call(
+                result = await calls_of(plugin).call(
                     AUTHOR_POOL + RELEASE_POOL, plugin.released, release.ids, what="released()"
                 )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                ok = False
-                reason = " ".join(describe(exc).split())[:MAX_REASON] or type(exc).__name__
-                backoff = self._backoffs.setdefault(release.alloc, Backoff())
-                delay = backoff.failed()
-                log.warning(
-                    "released() failed; the devices stay unhealthy, retrying in %gs: %s",
-                    delay,
-                    reason,
-                    extra=fields,
-                )
-                self._later(delay, lambda: self._retry(release))
-        if ok:
-            self._backoffs.pop(release.alloc, None)
+                why = _reason(describe(exc)) or type(exc).__name__
+                failed = dict.fromkeys(release.ids, why)
+            else:
+                if isinstance(result, Mapping):
+                    failed = {
+                        i: _reason(str(why)) or "failed"
+                        for i, why in result.items()
+                        if i in release.ids
+                    }
         if self._stopped:
             return
-        self._changed_now(self.ledger.finished(release, ok, reason))
+        if failed:
+            retry = Release(
+                release.alloc, release.name, tuple(k for k in release.devices if k[3] in failed)
+            )
+            backoff = self._backoffs.setdefault(release.alloc, Backoff())
+            delay = backoff.failed()
+            text = "; ".join(f"{i}: {why}" for i, why in sorted(failed.items()))
+            # Once per allocation and reason at warning level; the retries' repeats at debug.
+            level = logging.DEBUG if self._said.get(release.alloc) == text else logging.WARNING
+            self._said[release.alloc] = text
+            log.log(
+                level,
+                "cleaning after a release failed; the devices stay unhealthy, retrying in %gs: %s",
+                delay,
+                text,
+                extra={**fields, "ids": ",".join(sorted(failed))},
+            )
+            self._later(delay, lambda: self._retry(retry))
+        else:
+            self._backoffs.pop(release.alloc, None)
+            self._said.pop(release.alloc, None)
+        self._changed_now(self.ledger.finished(release, failed))
 
     def _retry(self, release: Release) -> None:
         if not self._stopped:
@@ -664,6 +682,11 @@ class Tracker:
             added = {i: _new_holder_stats(alloc) for i, alloc in mine.items()}
             out.append(DeviceGroupStats(vendor, type_, name, added))
         return out
+
+
+def _reason(text: str) -> str:
+    """A failure as a health description: one line, not too long."""
+    return " ".join(text.split())[:MAX_REASON]
 
 
 def _seconds(value: object, fallback: float) -> float:
