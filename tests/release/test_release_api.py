@@ -252,3 +252,26 @@ def test_the_state_directory_is_made_private_and_others_are_refused(tmp_path: Pa
     assert not refused.prepare() and "writable by group or others" in refused.problem
     (tmp_path / "link").symlink_to(open_dir)
     assert not StateFile(str(tmp_path / "link")).prepare()
+
+
+def test_a_plugin_without_a_nomad_block_loads_nothing_of_it() -> None:
+    """Start-up cost unchanged when the facility is off (docs/performance.md)."""
+    import subprocess
+
+    code = """
+import asyncio, sys
+from nomad_device.config import encode_config
+from nomad_device.plugin.servicer import apply_config
+from nomad_device.plugins.generic.config import GenericConfig
+from nomad_device.plugins.generic.plugin import GenericDevicePlugin
+plugin = GenericDevicePlugin()
+asyncio.run(apply_config(plugin, encode_config(GenericConfig())))
+assert plugin.held_by() == {} and plugin.cleaning() == {}
+print(sorted(m for m in sys.modules if m.startswith(("nomad_device.plugin.", "http."))))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded = set(eval(done.stdout.strip().splitlines()[-1]))
+    assert "nomad_device.plugin.nomadapi" in loaded  # the block's dataclass: no I/O, no deps
+    assert not loaded & {"nomad_device.plugin.release", "nomad_device.plugin.ledger", "http.client"}

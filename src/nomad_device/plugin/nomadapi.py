@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from nomad_device.errors import InvalidArgument
-from nomad_device.golang import parse_bool
 
 if TYPE_CHECKING:
     import http.client
@@ -131,6 +130,8 @@ def agent_settings(
 ) -> AgentSettings:
     """Apply the environment's defaults; raise :class:`InvalidArgument` for what cannot work."""
     from urllib.parse import urlsplit
+
+    from nomad_device.golang import parse_bool
 
     e = os.environ if env is None else env
     address = config.address or e.get("NOMAD_ADDR", "") or DEFAULT_ADDRESS

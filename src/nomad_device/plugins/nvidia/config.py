@@ -13,10 +13,18 @@ from typing import Final
 
 from nomad_device.errors import InvalidArgument
 from nomad_device.golang import GoDurationError, format_duration, parse_duration, quote
+from nomad_device.plugin.nomadapi import NomadConfig
 from nomad_device.plugins.sharing import MAX_SHARE
 from nomad_device.wire import hclspec
 
-__all__ = ["CONFIG_SPEC", "DEFAULT_IGNORED_XIDS", "NvidiaConfig", "Settings", "settings_from"]
+__all__ = [
+    "CONFIG_SPEC",
+    "DEFAULT_IGNORED_XIDS",
+    "NOMAD_SPEC",
+    "NvidiaConfig",
+    "Settings",
+    "settings_from",
+]
 
 #: Application-caused XIDs that NVIDIA's Kubernetes device plugin does not
 #: count against a GPU: the GPU is fine, a program on it misbehaved.
@@ -36,11 +44,29 @@ class NvidiaConfig:
     temperature_limit: int = 0
     dev_root: str = "/dev"
     proc_root: str = "/proc"
+    reset_on_release: bool = False
+    nomad: NomadConfig | None = None
 
 
 def _default(name: str, type_expr: str, literal: str) -> hclspec.Default:
     return hclspec.Default(hclspec.Attr(name, type_expr, False), hclspec.Literal(literal))
 
+
+#: The ``nomad`` block (:class:`~nomad_device.plugin.nomadapi.NomadConfig`), spelled
+#: out as the rest (a test holds it equal to what the dataclass yields).
+NOMAD_SPEC: Final = hclspec.Object(
+    {
+        **{
+            name: _default(name, "string", '""')
+            for name in (
+                "address", "token_file", "ca_file", "ca_path", "cert_file", "key_file",
+                "tls_server_name",
+            )
+        },
+        "tls_skip_verify": hclspec.Attr("tls_skip_verify", "bool", False),
+        "state_dir": _default("state_dir", "string", '""'),
+    }
+)  # fmt: skip
 
 #: Spelled out so that the Go plugin's three settings are visibly its own
 #: (same types, same default literals); the new ones follow.
@@ -57,6 +83,8 @@ CONFIG_SPEC: Final = hclspec.Object(
         "temperature_limit": _default("temperature_limit", "number", "0"),
         "dev_root": _default("dev_root", "string", '"/dev"'),
         "proc_root": _default("proc_root", "string", '"/proc"'),
+        "reset_on_release": _default("reset_on_release", "bool", "false"),
+        "nomad": hclspec.Block("nomad", NOMAD_SPEC),
     }
 )
 
@@ -75,6 +103,7 @@ class Settings:
     temperature_limit: int = 0
     dev_root: str = "/dev"
     proc_root: str = "/proc"
+    reset_on_release: bool = False
 
 
 def _duration(name: str, text: str, allow_zero: bool) -> int:
@@ -105,6 +134,16 @@ def settings_from(config: NvidiaConfig) -> Settings:
     for name, root in (("dev_root", config.dev_root), ("proc_root", config.proc_root)):
         if not root.startswith("/"):
             raise InvalidArgument(f"{name} must be an absolute path, got {quote(root)}")
+    if config.reset_on_release and config.nomad is None:
+        raise InvalidArgument(
+            "reset_on_release needs the nomad block: the plugin learns that an allocation"
+            " ended from the local agent's API (nomad { } takes NOMAD_ADDR and NOMAD_TOKEN)"
+        )
+    if config.reset_on_release and config.share > 1:
+        raise InvalidArgument(
+            "reset_on_release cannot be used with share > 1: a shared GPU is used by several"
+            " tasks at once, so it is never free between them"
+        )
     return Settings(
         enabled=config.enabled,
         ignored_gpu_ids=frozenset(config.ignored_gpu_ids),
@@ -116,4 +155,5 @@ def settings_from(config: NvidiaConfig) -> Settings:
         temperature_limit=config.temperature_limit,
         dev_root=config.dev_root.rstrip("/") or "/",
         proc_root=config.proc_root.rstrip("/") or "/",
+        reset_on_release=config.reset_on_release,
     )
