@@ -389,6 +389,8 @@ class _Follower:
         return int(index) if index.isdigit() else 0
 
     def _events(self, line: bytes, node: str) -> None:
+        if node.encode() not in line:
+            return  # a heartbeat, or only other nodes' allocations: not worth decoding
         try:
             message = json.loads(line)
         except ValueError as exc:
