@@ -151,3 +151,13 @@ def test_holding_of_reads_the_api_shape() -> None:
     assert holding_of({"ID": "x", "NodeID": "n", "AllocatedResources": None}) is not None
     assert holding_of([]) is None and holding_of({"NodeID": "n"}) is None
     assert not h("a", "lost").live and not h("a", "failed").live and h("a", "unknown").live
+
+
+def test_a_release_can_fail_for_some_of_its_devices() -> None:
+    book, _ = ledger(h("a", "running", "0", "1"))
+    (due,) = book.update([h("a", "complete", "0", "1", modified=2)])
+    assert book.finished(due, {"1": "busy"}) == []
+    assert book.cleaning() == {key("1"): "cleaning after a failed: busy"}
+    assert book.records()[key("0")].done and not book.records()[key("1")].done
+    (again,) = book.retry(Release("a", "", (key("1"),)))
+    assert again.devices == (key("1"),)

@@ -222,3 +222,23 @@ def test_a_refused_token_is_said_once_and_a_new_one_is_read(setup: Setup) -> Non
     for entry in launched.logs:  # never logged
         text = entry.message + repr(dict(entry.fields))
         assert "the-right-one" not in text and "a-wrong-one" not in text
+
+
+def test_a_holder_the_token_can_no_longer_read_still_holds(setup: Setup) -> None:
+    """A list that leaves a holder out is not a release: it may be a namespace the
+    token cannot read. Only a 404 for the allocation's ID says it is gone."""
+    agent = setup.agent
+    agent.place("a1", gpus("GPU-0"), status="running", namespace="team")
+    launched, _ = setup.start()
+    setup.wait_held(launched, {"GPU-0": "a1"})
+    agent.hidden.add("team")
+    agent.drop_streams()  # the catch-up that follows no longer lists a1
+    launched.wait_for_log(lambda e: "cannot tell whether allocation a1" in e.message, timeout=30)
+    setup.wait_held(launched, {"GPU-0": "a1"})  # still held, as far as anyone can tell
+    assert setup.journal.calls() == []
+    agent.hidden.clear()
+    agent.set_status("a1", "complete", event=False)
+    agent.gc("a1")
+    agent.drop_streams()
+    (call,) = setup.journal.wait(1)
+    assert call == {"ids": ["GPU-0"], "cleaning": {"GPU-0": "a1"}, "pid": call["pid"]}
