@@ -31,7 +31,7 @@ from nomad_device.plugin.nomadapi import (
     agent_settings,
     read_token,
 )
-from nomad_device.plugin.release import StateFile
+from nomad_device.plugin.releasestate import StateFile
 from nomad_device.testing.nomadagent import FakeNomadAgent
 
 sys.path.insert(0, str(TESTS / "cli"))

@@ -29,8 +29,11 @@ follows it:
   each device that the list still shows as ended counts as not handled:
   cleaning twice is safer than not at all.
 
-The HTTP work runs in a thread of its own (``nomad-release``); everything it
-learns is applied on the plugin's loop, so the state has one writer. Nothing
+The HTTP work runs in a thread of its own (``nomad-release``,
+:mod:`.follower`); everything it learns is applied on the plugin's loop, so
+the state (:mod:`.ledger`, its records in :mod:`.releasestate`) has one
+writer. This module is the tracker that ties them together and what the
+engine, Reserve and Stats see of it. Nothing
 here blocks Fingerprint, Reserve or Stats: when the API cannot be reached or
 the token is refused, the plugin serves its devices as before, says why once
 and retries with back-off.
@@ -41,15 +44,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
-import os
-import stat
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import quote
 
 from nomad_device.errors import FailedPrecondition
 from nomad_device.model import (
@@ -61,17 +58,10 @@ from nomad_device.model import (
 )
 from nomad_device.plugin.backoff import Backoff
 from nomad_device.plugin.calls import AUTHOR_POOL, calls_of, describe
-from nomad_device.plugin.ledger import DeviceKey, Group, Ledger, Record, Release, holding_of
-from nomad_device.plugin.nomadapi import (
-    AgentClient,
-    AgentSettings,
-    ApiError,
-    ApiNotFound,
-    ApiRefused,
-    NomadConfig,
-    agent_settings,
-    read_token,
-)
+from nomad_device.plugin.follower import Follower
+from nomad_device.plugin.ledger import DeviceKey, Group, Ledger, Release
+from nomad_device.plugin.nomadapi import AgentSettings, NomadConfig, agent_settings
+from nomad_device.plugin.releasestate import Saver, StateFile
 
 if TYPE_CHECKING:
     from nomad_device.plugin.base import DevicePlugin
@@ -80,7 +70,6 @@ if TYPE_CHECKING:
 __all__ = [
     "HELD_BY",
     "RELEASE_POOL",
-    "StateFile",
     "Tracker",
     "follow",
     "settings_for",
@@ -93,327 +82,10 @@ log = logging.getLogger("nomad_device.release")
 HELD_BY: Final = "held_by"
 #: The plugin's worker pool ``released()`` runs on (``worker_pools`` sizes it).
 RELEASE_POOL: Final = "release"
-#: How often the allocation list is read again while the stream runs: the
-#: stream's namespaces are fixed when it starts, and its buffer is finite.
-RESYNC_SECONDS: Final = 60.0
-#: A stream that sends nothing (Nomad's heartbeat comes every 30 s) this long is dead.
-STREAM_READ_TIMEOUT: Final = 75.0
 #: A release whose ``released()`` is quicker than this never shows as unhealthy.
 CLEANING_SETTLE: Final = 0.05
 #: Longest failure reason kept (it is a health description).
 MAX_REASON: Final = 200
-STATE_FILE: Final = "released.json"
-
-# ------------------------------------------------------------------------- the state file
-
-
-class StateFile:
-    """``<state_dir>/released.json``: the records, written whole and renamed into place.
-
-    The directory is made (0700) if missing and used only if it is a real
-    directory owned by root or the plugin's user that others may not write to:
-    whoever can write the file can stop a device being cleaned.
-    """
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-        self.path = os.path.join(directory, STATE_FILE)
-        self.problem = ""
-
-    def prepare(self) -> bool:
-        try:
-            os.makedirs(self.directory, mode=0o700, exist_ok=True)
-            info = os.lstat(self.directory)
-        except OSError as exc:
-            self.problem = f"cannot use {self.directory}: {(exc.strerror or str(exc)).lower()}"
-            return False
-        if not stat.S_ISDIR(info.st_mode):
-            self.problem = f"{self.directory} is not a directory"
-        elif info.st_uid not in (0, os.geteuid()):
-            self.problem = f"{self.directory} is owned by uid {info.st_uid}"
-        elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            self.problem = f"{self.directory} is writable by group or others"
-        else:
-            return True
-        return False
-
-    def load(self) -> dict[DeviceKey, Record]:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return {}
-        with os.fdopen(fd, "rb") as f:
-            data = json.loads(f.read(64 * 1024 * 1024))
-        out: dict[DeviceKey, Record] = {}
-        for item in data.get("devices", []) if isinstance(data, dict) else []:
-            parts = [item.get(k) for k in ("vendor", "type", "name", "id", "alloc")]
-            vendor, type_, name, device_id, alloc = parts
-            created = item.get("created", 0)
-            if (
-                isinstance(vendor, str)
-                and isinstance(type_, str)
-                and isinstance(name, str)
-                and isinstance(device_id, str)
-                and isinstance(alloc, str)
-                and isinstance(item.get("done"), bool)
-                and isinstance(created, int)
-            ):
-                out[(vendor, type_, name, device_id)] = Record(alloc, item["done"], created)
-        return out
-
-    def save(self, records: Mapping[DeviceKey, Record]) -> None:
-        devices = [
-            {"vendor": k[0], "type": k[1], "name": k[2], "id": k[3], "alloc": r.alloc,
-             "created": r.created, "done": r.done}
-            for k, r in sorted(records.items())
-        ]  # fmt: skip
-        data = json.dumps({"version": 1, "devices": devices}, indent=1).encode()
-        temp = f"{self.path}.{os.getpid()}.tmp"
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(temp, flags, 0o600)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, self.path)
-        dirfd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dirfd)
-        finally:
-            os.close(dirfd)
-
-
-class _Saver:
-    """Writes the latest records in a thread of its own; a burst of changes is one write."""
-
-    def __init__(self, file: StateFile | None) -> None:
-        self._file = file
-        self._cond = threading.Condition()
-        self._pending: dict[DeviceKey, Record] | None = None
-        self._writing = False
-        self._stopped = False
-        self._thread: threading.Thread | None = None
-        self._failed = ""
-
-    def request(self, records: dict[DeviceKey, Record]) -> None:
-        if self._file is None:
-            return
-        with self._cond:
-            self._pending = records
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="nomad-release-state", daemon=True
-                )
-                self._thread.start()
-            self._cond.notify()
-
-    def _run(self) -> None:
-        assert self._file is not None
-        while True:
-            with self._cond:
-                while self._pending is None and not self._stopped:
-                    self._cond.wait()
-                if self._pending is None:
-                    return
-                records, self._pending = self._pending, None
-                self._writing = True
-            try:
-                self._file.save(records)
-                self._failed = ""
-            except (OSError, ValueError) as exc:
-                why = f"cannot write {self._file.path}: {exc}"
-                if why != self._failed:
-                    log.warning("%s; what is handled now may be handled again after a restart", why)
-                self._failed = why
-            finally:
-                with self._cond:
-                    self._writing = False
-                    self._cond.notify_all()
-
-    def stop(self, timeout: float) -> None:
-        """Write what is pending (within ``timeout``), then end the thread."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            self._stopped = True
-            self._cond.notify_all()
-            while (self._pending is not None or self._writing) and self._thread is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self._cond.wait(left)
-
-
-# -------------------------------------------------------------------------- the follower
-
-
-class _Stopped(Exception):
-    pass
-
-
-class _Follower:
-    """The thread that talks to the agent; what it learns goes to the tracker's loop."""
-
-    def __init__(self, tracker: Tracker) -> None:
-        self._tracker = tracker
-        self._settings = tracker.settings
-        self._stop = threading.Event()
-        self._clients: list[AgentClient] = []
-        self._lock = threading.Lock()
-        self._said = ""
-        self._following = ""
-        self._unknown: set[str] = set()
-        self.thread = threading.Thread(target=self._run, name="nomad-release", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        with self._lock:
-            clients = list(self._clients)
-        for client in clients:
-            client.abort()
-
-    def _client(self, token: str) -> AgentClient:
-        client = AgentClient(self._settings, token)
-        with self._lock:
-            if self._stop.is_set():
-                raise _Stopped
-            self._clients.append(client)
-        return client
-
-    def _run(self) -> None:
-        self._tracker.load_state()
-        backoff = Backoff(reset_after=RESYNC_SECONDS)
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                self._session()
-            except _Stopped:
-                return
-            except ApiError as exc:
-                problem = str(exc)
-            except Exception as exc:  # a bug here must not end release tracking for good
-                problem = f"{type(exc).__name__}: {describe(exc)}"
-                log.error("release tracking failed: %s", problem, exc_info=exc)
-            finally:
-                with self._lock:
-                    self._clients.clear()
-            if self._stop.is_set():
-                return
-            delay = backoff.failed(ran_for=time.monotonic() - started)
-            self._say(problem, delay)
-            self._stop.wait(delay)
-
-    def _say(self, problem: str, delay: float) -> None:
-        """Once per distinct problem at warning level; the repeats at debug."""
-        self._following = ""
-        if problem != self._said:
-            log.warning(
-                "release tracking: %s; devices are served as before, retrying in %gs",
-                problem,
-                delay,
-                extra={"address": self._settings.address},
-            )
-            self._said = problem
-        else:
-            log.debug("release tracking: %s; retrying in %gs", problem, delay)
-
-    def _session(self) -> None:
-        token = read_token(self._settings)
-        client = self._client(token)
-        lister = self._client(token)
-        me, _ = client.get_json("/v1/agent/self")
-        node = _node_id(me)
-        if node is None:
-            raise ApiError(
-                f"the agent at {self._settings.address} is not a Nomad client"
-                " (/v1/agent/self has no stats.client.node_id)"
-            )
-        index = self._catch_up(lister, node)
-        if self._following != node:
-            log.info(
-                "release tracking: following the allocations of node %s",
-                node,
-                extra={"address": self._settings.address, "node_id": node},
-            )
-            self._following, self._said = node, ""
-        resync = time.monotonic() + RESYNC_SECONDS
-        query = {"topic": "Allocation", "namespace": "*", "index": str(index)}
-        for line in client.stream("/v1/event/stream", query, STREAM_READ_TIMEOUT):
-            if self._stop.is_set():
-                raise _Stopped
-            self._events(line, node)
-            if time.monotonic() >= resync:
-                self._catch_up(lister, node)
-                resync = time.monotonic() + RESYNC_SECONDS
-        if self._stop.is_set():
-            raise _Stopped
-        raise ApiError("the event stream ended")
-
-    def _catch_up(self, client: AgentClient, node: str) -> int:
-        """Read the node's allocations; ask for past holders it leaves out; hand it over."""
-        body, headers = client.get_json(f"/v1/node/{quote(node, safe='')}/allocations")
-        if body is not None and not isinstance(body, list):
-            raise ApiError("/v1/node/<id>/allocations did not answer a list")
-        holdings = [h for h in map(holding_of, body or ()) if h is not None and h.node == node]
-        gone: set[str] = set()
-        for alloc in sorted(self._tracker.ledger.absent_holders(h.alloc for h in holdings)):
-            try:
-                found, _ = client.get_json(f"/v1/allocation/{quote(alloc, safe='')}")
-            except ApiNotFound:
-                gone.add(alloc)
-                continue
-            except ApiRefused as exc:
-                if alloc not in self._unknown:
-                    log.warning(
-                        "release tracking: cannot tell whether allocation %s still holds its"
-                        " devices; they count as held: %s",
-                        alloc,
-                        exc,
-                    )
-                    self._unknown.add(alloc)
-                continue
-            h = holding_of(found)
-            if h is None or h.node != node:
-                gone.add(alloc)  # on another node (this one's identity changed): not here
-            else:
-                holdings.append(h)
-        self._tracker.post(lambda: self._tracker.ledger.sync(holdings, gone))
-        if self._stop.is_set():
-            raise _Stopped
-        index = {k.lower(): v for k, v in headers.items()}.get("x-nomad-index", "0")
-        return int(index) if index.isdigit() else 0
-
-    def _events(self, line: bytes, node: str) -> None:
-        if node.encode() not in line:
-            return  # a heartbeat, or only other nodes' allocations: not worth decoding
-        try:
-            message = json.loads(line)
-        except ValueError as exc:
-            raise ApiError(f"the event stream sent something that is not JSON: {exc}") from None
-        events = message.get("Events") if isinstance(message, dict) else None
-        found = []
-        for event in events if isinstance(events, list) else ():
-            if not isinstance(event, dict) or event.get("Topic") != "Allocation":
-                continue
-            payload = event.get("Payload")
-            h = holding_of(payload.get("Allocation") if isinstance(payload, dict) else None)
-            if h is not None and h.node == node:
-                found.append(h)
-        if found:
-            self._tracker.post(lambda: self._tracker.ledger.update(found))
-
-
-def _node_id(answer: object) -> str | None:
-    stats = answer.get("stats") if isinstance(answer, dict) else None
-    client = stats.get("client") if isinstance(stats, dict) else None
-    node = client.get("node_id") if isinstance(client, dict) else None
-    return node if isinstance(node, str) and node else None
-
 
 # --------------------------------------------------------------------------- the tracker
 
@@ -435,9 +107,9 @@ class Tracker:
         self.loop = loop
         self.ledger = Ledger()
         self._file: StateFile | None = None
-        self._saver = _Saver(None)
+        self._saver = Saver(None)
         self._saved = -1
-        self._follower = _Follower(self)
+        self._follower = Follower(self)
         self._changed = asyncio.Condition()
         self._tasks: set[asyncio.Task[None]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
@@ -489,7 +161,7 @@ class Tracker:
             records = {}
         self.ledger.load(records)
         self._file = file
-        self._saver = _Saver(file)
+        self._saver = Saver(file)
         self._saved = self.ledger.version
 
     def post(self, change: Callable[[], list[Release]]) -> None:
