@@ -15,6 +15,7 @@ BLOCK = re.compile(r"```python\n# file: (?P<name>\S+)\n(?P<body>.*?)```", re.S)
 def test_tutorial_blocks_run(tmp_path: Path) -> None:
     blocks = {m["name"]: m["body"] for m in BLOCK.finditer(DOC.read_text())}
     assert {"inventory_plugin.py", "test_inventory_plugin.py", "watched_plugin.py"} <= set(blocks)
+    assert {"seats_plugin.py", "test_seats_plugin.py"} <= set(blocks)  # releases (issue 28)
     tests = sum(body.count("\ndef test_") for body in blocks.values())
     for name, body in blocks.items():
         (tmp_path / name).write_text(body)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         StatObject,
         StatValue,
     )
-    from nomad_device.plugin import Backoff, DevicePlugin, Scheduled, Wakeup, serve
+    from nomad_device.plugin import Backoff, DevicePlugin, NomadConfig, Scheduled, Wakeup, serve
 
 __all__ = [
     "Attribute",
@@ -51,6 +51,7 @@ __all__ = [
     "Internal",
     "InvalidArgument",
     "Mount",
+    "NomadConfig",
     "NotFound",
     "PluginInfo",
     "Reservation",
@@ -71,7 +72,7 @@ _ERRORS = {
     "Unavailable",
 }
 
-_PLUGIN_API = {"Backoff", "DevicePlugin", "Scheduled", "Wakeup", "serve"}
+_PLUGIN_API = {"Backoff", "DevicePlugin", "NomadConfig", "Scheduled", "Wakeup", "serve"}
 
 
 def __getattr__(name: str) -> Any:

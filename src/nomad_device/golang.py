@@ -28,6 +28,7 @@ __all__ = [
     "format_duration",
     "getwd",
     "go_file_mode",
+    "parse_bool",
     "parse_duration",
     "parse_duration_timedelta",
     "perm_string",
@@ -110,6 +111,19 @@ def _time_quote(raw: bytes) -> str:
 
 def _is_digit(b: int) -> bool:
     return 0x30 <= b <= 0x39
+
+
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def parse_bool(text: str) -> bool | None:
+    """``strconv.ParseBool``; None where Go returns an error."""
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    return None
 
 
 def parse_duration(s: str) -> int:

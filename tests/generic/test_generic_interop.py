@@ -77,6 +77,7 @@ def test_go_host_sees_devices_and_device_specs(interop_bin: Path, tmp_path: Path
     assert schema["fields"] == [
         "device",
         "fingerprint_period",
+        "nomad",
         "recovery_quiet_period",
         "vanished_grace",
     ]

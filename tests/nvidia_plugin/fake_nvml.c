@@ -35,6 +35,8 @@
  * this fake with real GPUs that the rules answer.
  *
  * Without a scenario file nvmlInit fails with NVML_ERROR_DRIVER_NOT_LOADED.
+ * Device commands that succeed (the clock resets) are appended to the file
+ * FAKE_NVML_CALLS names, if set.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -1033,6 +1035,84 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_
         }
     }
     return finish(NVML_SUCCESS);
+}
+
+/* -------------------------------------------------- processes and commands */
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+
+/* nvml.h, nvmlDeviceGetComputeRunningProcesses_v3: the caller passes its array's
+ * size in *count; a NULL array or one too small gets INSUFFICIENT_SIZE and the
+ * size needed, no process at all SUCCESS with *count 0. The device's key
+ * "processes" says how many run (pids 4000, 4001 ...). */
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,
+                                                     nvmlProcessInfo_t *infos) {
+    nvmlReturn_t rc = begin(__func__, d, 1);
+    if (rc != NVML_SUCCESS)
+        return finish(rc);
+    if (count == NULL)
+        return finish(NVML_ERROR_INVALID_ARGUMENT);
+    const char *value = value_of(d, "processes");
+    unsigned int running = value != NULL ? (unsigned)strtoul(value, NULL, 0) : 0;
+    if (running == 0) {
+        *count = 0;
+        return finish(NVML_SUCCESS);
+    }
+    if (infos == NULL || *count < running) {
+        *count = running;
+        return finish(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    for (unsigned int i = 0; i < running; i++)
+        infos[i] = (nvmlProcessInfo_t){4000 + i, 0, NO_INSTANCE, NO_INSTANCE};
+    *count = running;
+    return finish(NVML_SUCCESS);
+}
+
+/* Each device command that succeeded is appended to the file FAKE_NVML_CALLS
+ * names (if any), "<function> gpuN", so a test sees what was done. */
+static void record_call(const char *function, const struct device *d) {
+    const char *path = getenv("FAKE_NVML_CALLS");
+    if (path == NULL)
+        return;
+    FILE *file = fopen(path, "a");
+    if (file == NULL)
+        return;
+    fprintf(file, "%s gpu%d\n", function, d->gpu);
+    fclose(file);
+}
+
+/* nvml.h, Device Commands: each needs root (NO_PERMISSION otherwise); on a
+ * GPU of an older architecture than the command's, NOT_SUPPORTED. */
+static nvmlReturn_t device_command(const char *function, nvmlDevice_t d, long since_arch) {
+    nvmlReturn_t rc = begin(function, d, 1);
+    if (rc != NVML_SUCCESS)
+        return finish(rc);
+    if (is_mig(d) || fact(d, "arch", 0) < since_arch)
+        return finish(NVML_ERROR_NOT_SUPPORTED);
+    if (!sc.root)
+        return finish(NVML_ERROR_NO_PERMISSION);
+    record_call(function, d);
+    return finish(NVML_SUCCESS);
+}
+
+/* nvml.h: "For Volta or newer fully supported devices." */
+nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t d) {
+    return device_command(__func__, d, 70);
+}
+
+/* nvml.h: "For Ampere or newer fully supported devices." */
+nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t d) {
+    return device_command(__func__, d, ARCH_AMPERE);
+}
+
+/* nvml.h: "For Fermi or newer non-GeForce fully supported devices and Maxwell
+ * or newer GeForce devices" (deprecated, to be removed in CUDA 14). */
+nvmlReturn_t nvmlDeviceResetApplicationsClocks(nvmlDevice_t d) {
+    return device_command(__func__, d, 50);
 }
 
 /* ----------------------------------------------------------------- events */

@@ -13,6 +13,8 @@ import math
 import re
 from typing import Final
 
+from nomad_device.golang import parse_bool
+
 __all__ = ["parse_bool", "parse_float", "parse_int"]
 
 INT64_MIN: Final = -(1 << 63)
@@ -28,8 +30,6 @@ _HEX_RE: Final = re.compile(
     r"[pP](?P<exp>[+-]?[0-9][0-9_]*)\Z",
     re.ASCII,
 )
-_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
 
 def parse_int(text: str) -> int | None:
@@ -123,12 +123,3 @@ def parse_float(text: str) -> float | None:
     if math.isinf(value):
         return None  # ErrRange
     return value
-
-
-def parse_bool(text: str) -> bool | None:
-    """``strconv.ParseBool``; None where Go returns an error."""
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    return None

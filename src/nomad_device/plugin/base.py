@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
@@ -22,6 +23,7 @@ from nomad_device.plugin.runtime import runtime_of
 
 if TYPE_CHECKING:
     from nomad_device.plugin.lifetime import Scheduled
+    from nomad_device.plugin.nomadapi import NomadConfig
     from nomad_device.wire.hclspec import Spec
 
 __all__ = ["DevicePlugin"]
@@ -71,6 +73,9 @@ class DevicePlugin(Generic[ConfigT]):
     #: Worker threads of the plugin's own pools for :meth:`run_blocking`, by
     #: pool name (``{"probe": 4}``); a pool not named here gets 2.
     worker_pools: ClassVar[Mapping[str, int]] = {}
+    #: Seconds a Reserve naming a device that is being cleaned after a release
+    #: waits for the cleaning to end before it is refused (see :meth:`released`).
+    release_wait: float = 60.0
 
     def __init__(self) -> None:
         self.config: ConfigT = cast(ConfigT, None)
@@ -137,6 +142,62 @@ class DevicePlugin(Generic[ConfigT]):
     def stats(self) -> Sequence[DeviceGroupStats] | Awaitable[Sequence[DeviceGroupStats]]:
         """Current statistics. Default: none."""
         return []
+
+    # -- releases (opt-in: a ``nomad`` block, see docs/architecture.md) -----------
+
+    def nomad_config(self, config: ConfigT) -> NomadConfig | None:
+        """Where the local Nomad agent's API is, to follow releases; None: do not.
+
+        By default the config's ``nomad`` field, when it holds a
+        :class:`~nomad_device.plugin.nomadapi.NomadConfig` (add
+        ``nomad: NomadConfig | None = None`` to ``Config``); override it to take
+        the block from elsewhere. The SDK calls it with each new config, before
+        :meth:`configure`; a block that cannot work refuses the config.
+        """
+        if "nomad_device.plugin.nomadapi" not in sys.modules:
+            return None  # nothing imported the block's class: no config can hold one
+        from nomad_device.plugin.nomadapi import NomadConfig
+
+        value = getattr(config, "nomad", None)
+        return value if isinstance(value, NomadConfig) else None
+
+    def released(
+        self, device_ids: Sequence[str]
+    ) -> Mapping[str, str] | Awaitable[Mapping[str, str] | None] | None:
+        """The allocation that held these devices has ended: clean them for the next task.
+
+        Called once per device and holder, with the devices one allocation gave
+        back, when the plugin follows releases (:meth:`nomad_config`). While it
+        runs, the devices are reported unhealthy (``being cleaned after
+        <allocation>``, so Nomad places nothing on them) and a Reserve naming
+        them waits (:attr:`release_wait`); :meth:`cleaning` names the
+        allocation. Return None when all are clean, or a mapping of the IDs that
+        could not be cleaned to why; raising fails them all. A device that
+        failed stays unhealthy with that reason (``cleaning after <allocation>
+        failed: ...``) and its cleaning is called again, with back-off, until
+        it succeeds. A sync method runs on the plugin's ``release`` pool (2
+        threads unless ``worker_pools`` says more). Default: nothing to clean.
+        """
+        return None
+
+    released.nothing_to_do = True  # type: ignore[attr-defined]
+
+    def held_by(self) -> Mapping[str, str]:
+        """Device ID -> the allocation holding it now (empty when not following releases).
+
+        Devices held when the plugin started are known as held once the agent
+        answered; the SDK also adds a ``held_by`` stat to each held instance.
+        """
+        tracker = runtime_of(self).tracker
+        return {} if tracker is None else {k[3]: a for k, a in tracker.ledger.held().items()}
+
+    def cleaning(self) -> Mapping[str, str]:
+        """Device ID -> the allocation it is being cleaned after (while :meth:`released`
+        runs, and after it failed until a retry succeeds)."""
+        tracker = runtime_of(self).tracker
+        return (
+            {} if tracker is None else {k[3]: a for k, a in tracker.ledger.cleaning_after().items()}
+        )
 
     # -- event sources ----------------------------------------------------------
 

@@ -264,6 +264,12 @@ class FingerprintEngine:
         # whether a stream's watch loop is waiting on it (else its failure is logged there).
         self._watch_thread: concurrent.futures.Future[Any] | None = None
         self._watch_awaited = False
+        # What detection last gave (or its failure means), before the overlay.
+        self._base: tuple[DeviceGroup, ...] = ()
+        self._republishing: set[asyncio.Future[None]] = set()
+        #: A hook that rewrites each state before it is published (release tracking
+        #: marks devices being cleaned unhealthy); it must not raise.
+        self.overlay: Callable[[tuple[DeviceGroup, ...]], tuple[DeviceGroup, ...]] | None = None
 
     def wake(self, delay: float = 0.0, key: str | None = None) -> None:
         """Request a detection now, or in ``delay`` seconds; safe from any thread, cheap."""
@@ -362,14 +368,25 @@ class FingerprintEngine:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _publish(self, groups: tuple[DeviceGroup, ...]) -> None:
+    async def _publish(self, groups: tuple[DeviceGroup, ...] | None = None) -> None:
+        """Publish ``groups`` (None: the last ones again, through the overlay)."""
         assert self._changed is not None
-        if self._version and groups == self._state:
-            return
+        if groups is not None:
+            self._base = groups
         async with self._changed:
-            self._state = groups
+            state = self._base if self.overlay is None else self.overlay(self._base)
+            if self._version and state == self._state:
+                return
+            self._state = state
             self._version += 1
             self._changed.notify_all()
+
+    def republish(self) -> None:
+        """On the loop: publish the last state again, for an overlay that changed."""
+        if self._changed is not None and self._version:
+            task = asyncio.ensure_future(self._publish())
+            self._republishing.add(task)
+            task.add_done_callback(self._republishing.discard)
 
     async def _detect_once(self) -> float:
         """One ``detect()``: publish what it found (or what its failure means); the next delay."""

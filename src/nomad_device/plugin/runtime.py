@@ -12,6 +12,7 @@ from nomad_device.plugin.lifetime import Lifetime
 
 if TYPE_CHECKING:
     from nomad_device.plugin.engine import FingerprintEngine
+    from nomad_device.plugin.release import Tracker
 
 __all__ = ["SLOT", "Runtime", "runtime_of"]
 
@@ -22,15 +23,17 @@ _making = threading.Lock()
 
 
 class Runtime:
-    """One plugin's worker pools, lifetime, engine (once served) and closed state."""
+    """One plugin's worker pools, lifetime, engine (once served), release tracker
+    (when it follows releases) and closed state."""
 
-    __slots__ = ("calls", "closed", "engine", "lifetime")
+    __slots__ = ("calls", "closed", "engine", "lifetime", "tracker")
 
     def __init__(self, worker_pools: object = None) -> None:
         self.calls = AuthorCalls(worker_pools if isinstance(worker_pools, Mapping) else None)
         self.lifetime = Lifetime(self.calls)
         self.engine: FingerprintEngine | None = None  # set when registered with a server
         self.closed = False  # close_plugin() began: the plugin's life ends once
+        self.tracker: Tracker | None = None  # set by plugin/release.py's follow()
 
 
 def runtime_of(plugin: object) -> Runtime:

@@ -218,10 +218,28 @@ async def _author(plugin: DevicePlugin[Any], hook: Callable[..., T], *args: Any)
 async def apply_config(plugin: DevicePlugin[Any], data: bytes) -> None:
     """Decode and hand the config to the author; errors leave the old config."""
     config = await _author(plugin, plugin.decode_config, bytes(data))
+    follow = await _releases_for(plugin, config)
     await _author(plugin, plugin.configure, config)
     plugin.config = config
     plugin.configured = True
     log.debug("config set", extra={"config": repr(config)})
+    if follow is not None:
+        follow()
+
+
+# -- release tracking (plugin/release.py), loaded only for a config that asks for it --
+
+
+async def _releases_for(plugin: DevicePlugin[Any], config: object) -> Callable[[], None] | None:
+    """What to do about release tracking once ``config`` is applied (None: nothing)."""
+    nomad = await _author(plugin, plugin.nomad_config, config)
+    runtime = runtime_of(plugin)
+    if nomad is None and runtime.tracker is None:
+        return None
+    from nomad_device.plugin import release
+
+    settings = release.settings_for(plugin, nomad)
+    return lambda: release.follow(plugin, runtime.engine, settings)
 
 
 async def ensure_configured(plugin: DevicePlugin[Any]) -> None:
@@ -266,6 +284,9 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
         plugin = self.plugin
 
         async def reserve() -> device_pb2.ReserveResponse:
+            tracker = runtime_of(plugin).tracker
+            if tracker is not None:
+                await tracker.gate(ids)  # devices being cleaned after a release
             reservation = await runtime_of(plugin).calls.call(
                 "reserve",
                 plugin.reserve,
@@ -289,7 +310,10 @@ class DeviceServicer(device_pb2_grpc.DevicePluginServicer):
         await self._configured(context)
         stream = resilient(lambda: self.plugin.stats_stream(interval), "stats stream")
         async for groups in stream:
-            yield stats_response(groups, self._stats_problems)
+            tracker = runtime_of(self.plugin).tracker
+            # held_by on each held instance
+            sent = groups if tracker is None else tracker.annotate(groups)
+            yield stats_response(sent, self._stats_problems)
 
 
 async def register(plugin: DevicePlugin[Any], server: grpc.aio.Server) -> None:

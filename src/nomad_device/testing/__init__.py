@@ -7,7 +7,8 @@
 - :class:`SubprocessHarness` -- launch a plugin executable as Nomad does;
 - :func:`defaults_only_config` -- the SetConfig bytes Nomad sends with no config block;
   :func:`config_from_agent_file` -- those for an agent file, read as the agent reads it;
-- :func:`run_conformance` -- the conformance suite (also ``nomad-device-conformance``).
+- :func:`run_conformance` -- the conformance suite (also ``nomad-device-conformance``);
+- :class:`FakeNomadAgent` -- a Nomad agent's HTTP API, for plugins that follow releases.
 
 Names are imported on first use, so ``import nomad_device.testing`` stays cheap
 (pytest loads this package's plugin in every run).
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     )
     from nomad_device.testing.harness import InProcessHarness, SubprocessHarness
     from nomad_device.testing.mock import MockCall, MockDevicePlugin
+    from nomad_device.testing.nomadagent import FakeNomadAgent
     from nomad_device.testing.static import (
         TEST_SPEC,
         device_group,
@@ -58,6 +60,7 @@ __all__ = [
     "ConfigBodyError",
     "ConfigRequired",
     "ConformanceReport",
+    "FakeNomadAgent",
     "InProcessHarness",
     "MockCall",
     "MockDevicePlugin",
@@ -98,6 +101,7 @@ _HOME = {
     "SubprocessHarness": "harness",
     "MockCall": "mock",
     "MockDevicePlugin": "mock",
+    "FakeNomadAgent": "nomadagent",
 }
 
 

@@ -21,6 +21,7 @@ from typing import Final
 
 from nomad_device.errors import InvalidArgument
 from nomad_device.model import UNITS, Attribute
+from nomad_device.plugin.nomadapi import NomadConfig
 from nomad_device.plugins.sharing import MAX_SHARE
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "PciMatcher",
     "ProbeBlock",
     "ProbeSpec",
+    "ReleaseBlock",
     "Settings",
     "UsbBlock",
     "UsbMatcher",
@@ -99,6 +101,21 @@ class ProbeBlock:
 
 
 @dataclass(frozen=True)
+class ReleaseBlock:
+    """``release { ... }``: a command that cleans a device after the allocation holding
+    it ended, before Nomad may give it to another task (needs the ``nomad`` block).
+
+    It runs as a probe does (see :class:`ProbeBlock`), with
+    ``GENERIC_DEVICE_ALLOC_ID`` naming the allocation too; the device is
+    unhealthy until it exits 0.
+    """
+
+    command: list[str]
+    timeout: timedelta = timedelta(minutes=5)
+    env: dict[str, str] = field(default_factory=dict, metadata={"hcl_block": True})
+
+
+@dataclass(frozen=True)
 class DeviceBlock:
     """``device "<label>" { ... }``: one kind of device, one group in Nomad."""
 
@@ -132,6 +149,7 @@ class DeviceBlock:
     probe: ProbeBlock | None = None
     group_per_device: bool = False
     max_watches: int = 256
+    release: ReleaseBlock | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +161,8 @@ class GenericConfig:
     vanished_grace: timedelta = timedelta(minutes=5)
     # How long a PCI function stays unhealthy after its AER error counters last rose.
     recovery_quiet_period: timedelta = timedelta(minutes=5)
+    # The local agent's API: which allocation holds each device, and when it ends.
+    nomad: NomadConfig | None = None
 
 
 # ----------------------------------------------------------------- validated form
@@ -236,6 +256,8 @@ class Kind:
     nodes: tuple[str, ...] = ()
     companions: tuple[str, ...] = ()
     require_full_link: bool = False
+    # The release command; its interval is unused.
+    release: ProbeSpec | None = None
 
     @property
     def patterns(self) -> tuple[str, ...]:
@@ -531,6 +553,27 @@ def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
         _check_env(block.probe.env, label, "probe.env", problems)
         probe = ProbeSpec(command, timeout, interval, dict(block.probe.env))
 
+    release: ProbeSpec | None = None
+    if block.release is not None:
+        command = tuple(block.release.command)
+        if not command or not command[0]:
+            problems.add(label, "release.command", "must name a program to run")
+        for i, argument in enumerate(command):
+            if "\x00" in argument:
+                problems.add(label, f"release.command[{i}]", "must not contain a NUL character")
+        timeout = _seconds(block.release.timeout)
+        if timeout <= 0:
+            problems.add(label, "release.timeout", "must be greater than zero")
+        _check_env(block.release.env, label, "release.env", problems)
+        if block.share > 1:
+            problems.add(
+                label,
+                "release",
+                "cannot clean a shared device (share > 1): its instances are used side by"
+                " side, so it is never free between tenants",
+            )
+        release = ProbeSpec(command, timeout, 0.0, dict(block.release.env))
+
     return Kind(
         label=label,
         vendor=vendor,
@@ -551,6 +594,7 @@ def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
         nodes=tuple(nodes),
         companions=tuple(companions),
         require_full_link=block.require_full_link,
+        release=release,
     )
 
 
@@ -594,5 +638,14 @@ def settings_from(config: GenericConfig) -> Settings:
     quiet = _seconds(config.recovery_quiet_period)
     if quiet < 0:
         problems.items.append("recovery_quiet_period: must not be negative")
+    if config.nomad is None:
+        for kind in kinds:
+            if kind.release is not None:
+                problems.add(
+                    kind.label,
+                    "release",
+                    "needs the nomad block: the plugin learns that an allocation ended from"
+                    " the local agent's API (nomad { } takes NOMAD_ADDR and NOMAD_TOKEN)",
+                )
     problems.raise_if_any()
     return Settings(tuple(kinds), period, grace, quiet)

@@ -14,7 +14,10 @@ block (globs, USB and PCI matchers, sharing, permissions, a probe); the plugin:
    ending in ``rescan()``. The fingerprint period is only the safety net;
 3. **reserves** (``reserve``, :mod:`.reservation`): device cgroup rules for
    every node, mounts for anything else, environment naming what was given;
-4. **reports** (``stats``, :mod:`.stats`): per device, from the last scan.
+4. **reports** (``stats``, :mod:`.stats`): per device, from the last scan;
+5. **cleans** (``released``): with a ``nomad`` block, the SDK says when the
+   allocation holding a device ended, and the block's ``release`` command
+   runs, under the probes' rules, before the device is healthy again.
 
 Reserve and Stats run in worker threads while detection runs in another, so
 what they share is one immutable :class:`~.inventory.Snapshot`, swapped under
@@ -33,6 +36,7 @@ task fails clearly instead of starting without it.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 import time
@@ -61,8 +65,10 @@ from nomad_device.plugins.generic.inventory import Entry, Snapshot
 from nomad_device.plugins.generic.probes import (
     MAX_CONCURRENT_PROBES,
     Prober,
+    ProbeResult,
     ProbeTarget,
     probe_env,
+    run_probe,
 )
 from nomad_device.plugins.generic.reservation import reserve, rfc3339
 from nomad_device.plugins.generic.roots import Roots
@@ -76,6 +82,11 @@ PLUGIN_VERSION: Final = "0.1.0"
 
 #: Scans that find more changes than this log a summary instead of a line each.
 _LOG_EACH: Final = 20
+#: The pool release commands run on, and how many run at once.
+RELEASE_POOL: Final = "release"
+MAX_CONCURRENT_RELEASES: Final = 8
+#: What a Reserve of a device being cleaned waits beyond its command's timeout.
+RELEASE_WAIT_MARGIN: Final = 5.0
 
 Key = tuple[str, str]
 
@@ -94,8 +105,12 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
     #: No fixed period: each ``detect`` asks for the next scan the config's
     #: ``fingerprint_period`` later (``rescan(..., key="period")``).
     fingerprint_period = math.inf
-    #: Probe runs take threads of their own pool, never detect's or reserve's.
-    worker_pools: ClassVar[Mapping[str, int]] = {Prober.POOL: MAX_CONCURRENT_PROBES}
+    #: Probe runs and release commands take threads of their own pools, never
+    #: detect's or reserve's, nor each other's.
+    worker_pools: ClassVar[Mapping[str, int]] = {
+        Prober.POOL: MAX_CONCURRENT_PROBES,
+        RELEASE_POOL: MAX_CONCURRENT_RELEASES,
+    }
 
     def __init__(self, roots: Roots | None = None) -> None:
         super().__init__()
@@ -106,6 +121,9 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self._lock = threading.Lock()
         self._snapshot = Snapshot()
         self._reservations: dict[Key, int] = {}
+        # The block of every device instance ever reported: a released device that is
+        # gone now still has its block's release command waiting for it.
+        self._block_of: dict[str, str] = {}
         # Only detect() touches these (the engine runs one detect at a time).
         self._scan_lock = threading.Lock()
         self._first_kind: dict[Key, str] = {}
@@ -135,6 +153,10 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
             self._settings = settings
             self._usb_warned.clear()
             self._pci_warned.clear()
+        # A task placed on a device before Nomad heard it is being cleaned waits as long
+        # as the cleaning may take.
+        timeouts = [k.release.timeout for k in settings.kinds if k.release is not None]
+        self.release_wait = max(timeouts, default=0.0) + RELEASE_WAIT_MARGIN
         self.rewatch()  # new patterns, new inotify watches
         if not settings.kinds:
             self.log.warning(
@@ -169,6 +191,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
             snapshot = Snapshot.build(settings, entries)
             with self._lock:
                 self._snapshot = snapshot
+                self._block_of.update((i, e.kind.label) for i, e in snapshot.by_instance.items())
             self._log_changes(previous, snapshot, scan)
             deadlines = [e.missing_deadline for e in entries if e.missing_deadline is not None]
             aer = self._aer.deadline()
@@ -392,3 +415,63 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         with self._lock:
             snapshot, reservations = self._snapshot, dict(self._reservations)
         return collect(snapshot, reservations)
+
+    # -- cleaning after a release ------------------------------------------------------------
+
+    async def released(self, device_ids: Sequence[str]) -> dict[str, str]:
+        """Run each device's ``release`` command; the IDs whose command failed, and why.
+
+        Devices of blocks without one have nothing to clean. The commands run
+        side by side on their own pool, under the probes' rules (small
+        environment, own process tree, capped output, killed at the timeout),
+        with ``GENERIC_DEVICE_ALLOC_ID`` naming the allocation that held the
+        device. A device that is not present cannot be cleaned: it fails, and
+        the SDK tries again (with back-off) until it is back.
+        """
+        with self._lock:
+            snapshot, block_of = self._snapshot, dict(self._block_of)
+        kinds = {k.label: k for k in self._kinds()}
+        after = self.cleaning()
+        failed: dict[str, str] = {}
+        runs: list[tuple[str, Entry, ProbeTarget]] = []
+        for device_id in device_ids:
+            entry = snapshot.by_instance.get(device_id)
+            if entry is None:
+                kind = kinds.get(block_of.get(device_id, ""))
+                if kind is not None and kind.release is not None:
+                    failed[device_id] = "not present; it is cleaned when it is back"
+                continue
+            spec = entry.kind.release
+            if spec is None:
+                continue
+            if not entry.present:
+                failed[device_id] = "not present; it is cleaned when it is back"
+                continue
+            env = {**probe_env(entry.found), "GENERIC_DEVICE_ALLOC_ID": after.get(device_id, "")}
+            runs.append((device_id, entry, ProbeTarget(spec, env)))
+        results = await asyncio.gather(
+            *(self.run_blocking(self._clean, t, pool=RELEASE_POOL) for _, _, t in runs),
+            return_exceptions=True,
+        )
+        for (device_id, entry, _), result in zip(runs, results, strict=True):
+            if isinstance(result, BaseException):
+                failed[device_id] = f"release command failed to run: {result}"
+                continue
+            fields = {
+                "device": entry.kind.label,
+                "id": device_id,
+                "alloc_id": after.get(device_id, ""),
+                "duration": f"{result.duration:.3f}s",
+            }
+            if result.ok:
+                self.log.info("device cleaned after its release", extra=fields)
+            else:
+                failed[device_id] = result.reason
+        return failed
+
+    def _clean(self, target: ProbeTarget) -> ProbeResult:
+        return run_probe(target, self._prober.processes, what="release command")
+
+    def _kinds(self) -> Sequence[Kind]:
+        settings = self._settings
+        return settings.kinds if settings is not None else ()

@@ -304,10 +304,12 @@ def _status(fd: int) -> str:
         return ""
 
 
-def run_probe(target: ProbeTarget, processes: ProbeProcesses) -> ProbeResult:
+def run_probe(target: ProbeTarget, processes: ProbeProcesses, what: str = "probe") -> ProbeResult:
     """Run one probe to its end or timeout (blocking: call it on a worker thread).
 
     Never raises for anything the probe does: every outcome is a result.
+    ``what`` names the command in the reasons (``release command`` for one
+    that cleans a device after a release: the same rules, another purpose).
     """
     spec = target.spec
     start = time.monotonic()
@@ -320,7 +322,7 @@ def run_probe(target: ProbeTarget, processes: ProbeProcesses) -> ProbeResult:
     if processes.closed:
         return result(False, "the plugin is stopping")
     if not sys.executable:
-        return result(False, f"probe {program} could not start: no Python interpreter to run it")
+        return result(False, f"{what} {program} could not start: no Python interpreter to run it")
     read_status, write_status = os.pipe()
     reaper = [sys.executable, "-I", "-S", "-c", REAPER, str(os.getpid()), str(write_status)]
     try:
@@ -336,7 +338,7 @@ def run_probe(target: ProbeTarget, processes: ProbeProcesses) -> ProbeResult:
         )
     except (OSError, ValueError) as exc:
         os.close(read_status)
-        return result(False, f"probe {program} could not start: {_why(exc)}")
+        return result(False, f"{what} {program} could not start: {_why(exc)}")
     finally:
         os.close(write_status)
     try:
@@ -352,26 +354,31 @@ def run_probe(target: ProbeTarget, processes: ProbeProcesses) -> ProbeResult:
                     ended = False
             if not ended:
                 _stop(process)
-                return result(False, f"probe timed out after {spec.timeout:g}s")
+                return result(False, f"{what} timed out after {spec.timeout:g}s")
         finally:
             processes.discard(process)
             if process.stdout is not None:
                 process.stdout.close()
-        return _verdict(_status(read_status), output, program, result)
+        return _verdict(_status(read_status), output, what, program, result)
     finally:
         os.close(read_status)
 
 
 def _verdict(
-    status: str, output: bytes, program: str, result: Callable[[bool, str], ProbeResult]
+    status: str,
+    output: bytes,
+    what: str,
+    program: str,
+    result: Callable[[bool, str], ProbeResult],
 ) -> ProbeResult:
     word, _, number = status.partition(" ")
+    command = f"{what} {program}"
     if not word:  # the reaper itself failed (its traceback is in the output)
         line = clean_reason(output.splitlines()[-1] if output.strip() else b"")
-        return result(False, f"probe {program} could not be run: {line or 'no status'}")
+        return result(False, f"{command} could not be run: {line or 'no status'}")
     if word == "nostart":
         code = int(number) if number.isdigit() else 0
-        return result(False, f"probe {program} could not start: {os.strerror(code).lower()}")
+        return result(False, f"{command} could not start: {os.strerror(code).lower()}")
     if word != "exit" or not number.lstrip("-").isdigit():
         return result(False, "the plugin is stopping")
     code = int(number)
@@ -381,8 +388,8 @@ def _verdict(
     if line:
         return result(False, line)
     if code < 0:
-        return result(False, f"probe killed by signal {-code}")
-    return result(False, f"probe exited with status {code}")
+        return result(False, f"{what} killed by signal {-code}")
+    return result(False, f"{what} exited with status {code}")
 
 
 def _why(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ from typing import Final
 
 from nomad_device.errors import InvalidArgument
 from nomad_device.golang import GoDurationError, format_duration, parse_duration, quote
+from nomad_device.plugin.nomadapi import NomadConfig
 from nomad_device.plugins.sharing import MAX_SHARE
 
 __all__ = ["DEFAULT_IGNORED_XIDS", "NvidiaConfig", "Settings", "settings_from"]
@@ -42,6 +43,8 @@ class NvidiaConfig:
     temperature_limit: int = 0
     dev_root: str = "/dev"
     proc_root: str = "/proc"
+    reset_on_release: bool = False
+    nomad: NomadConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class Settings:
     temperature_limit: int = 0
     dev_root: str = "/dev"
     proc_root: str = "/proc"
+    reset_on_release: bool = False
 
 
 def _duration(name: str, text: str, allow_zero: bool) -> int:
@@ -88,6 +92,16 @@ def settings_from(config: NvidiaConfig) -> Settings:
     for name, root in (("dev_root", config.dev_root), ("proc_root", config.proc_root)):
         if not root.startswith("/"):
             raise InvalidArgument(f"{name} must be an absolute path, got {quote(root)}")
+    if config.reset_on_release and config.nomad is None:
+        raise InvalidArgument(
+            "reset_on_release needs the nomad block: the plugin learns that an allocation"
+            " ended from the local agent's API (nomad { } takes NOMAD_ADDR and NOMAD_TOKEN)"
+        )
+    if config.reset_on_release and config.share > 1:
+        raise InvalidArgument(
+            "reset_on_release cannot be used with share > 1: a shared GPU is used by several"
+            " tasks at once, so it is never free between them"
+        )
     return Settings(
         enabled=config.enabled,
         ignored_gpu_ids=frozenset(config.ignored_gpu_ids),
@@ -99,4 +113,5 @@ def settings_from(config: NvidiaConfig) -> Settings:
         temperature_limit=config.temperature_limit,
         dev_root=config.dev_root.rstrip("/") or "/",
         proc_root=config.proc_root.rstrip("/") or "/",
+        reset_on_release=config.reset_on_release,
     )

@@ -693,6 +693,46 @@ class Nvml:
             absent=tuple(call.absent + call.identity + call.faults),
         )
 
+    # -- after a release -----------------------------------------------------------
+
+    #: What a task may have changed through NVML, put back after its release,
+    #: each where the GPU has it (nvml.h, Device Commands).
+    RESETS: Final = (
+        "nvmlDeviceResetGpuLockedClocks",
+        "nvmlDeviceResetMemoryLockedClocks",
+        "nvmlDeviceResetApplicationsClocks",
+    )
+
+    def reset_after_release(self, uuid: str, mig: bool = False) -> str | None:
+        """Make a released device ready for its next task; None when done, else why not.
+
+        No process may still run on it (a task's process that outlived it).
+        On a whole GPU, the locked and application clocks go back to their
+        defaults; a call the GPU or driver does not have is skipped (that is
+        "where NVML allows it"), any other failure is the reason. A MIG
+        instance shares its clocks with its neighbours: only the process
+        check applies. NVML has no call for a full reset (``nvidia-smi -r``).
+        """
+        with self._lock:
+            notes: list[str] = []
+            problem = self._start(notes)
+            if problem is not None:
+                return f"NVML cannot be used: {problem.message}"
+            handle = self._handles.get(uuid)
+            if handle is None:
+                return "NVML does not know the device now"
+            call = _Calls(self._nvml)
+            running = call("nvmlDeviceGetComputeRunningProcesses", handle)
+            if running:
+                pids = ", ".join(str(getattr(p, "pid", "?")) for p in list(running)[:5])
+                return f"{len(running)} process(es) still use it (pid {pids})"
+            if mig:
+                return _first_failure(call)
+            for name in self.RESETS:
+                call(name, handle)
+            return _first_failure(call)
+
+    # -- events ------------------------------------------------------------------
     # -- events ------------------------------------------------------------------
 
     def subscribe(self, uuids: Iterable[str]) -> Subscription | Unavailable | None:
@@ -874,6 +914,15 @@ def _load_fresh_library(nvml: Any) -> str | None:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _first_failure(call: _Calls) -> str | None:
+    """A release's calls: the first that failed for another reason than a missing feature."""
+    for failure in call.faults + call.identity + call.absent:
+        if failure.code in (codes.NOT_SUPPORTED, codes.FUNCTION_NOT_FOUND, codes.DEPRECATED):
+            continue
+        return f"{failure.call} failed: {codes.code_name(failure.code)}"
+    return None
 
 
 def _system_memory_mib() -> tuple[int | None, int | None]:

@@ -13,7 +13,9 @@ This module ties them together:
   and streams the result;
 - ``watch`` waits on NVML's event set in a worker thread and wakes detection
   the moment an XID, ECC or MIG event arrives; polling is the safety net;
-- ``reserve`` and ``stats`` answer from the devices Nomad was last told about.
+- ``reserve`` and ``stats`` answer from the devices Nomad was last told about;
+- ``released`` (with ``reset_on_release`` and a ``nomad`` block) puts back
+  what a task may have changed through NVML before the next one gets the GPU.
 
 Nothing NVML does ends a stream, and only NVML's own fault signals make a
 GPU unhealthy: a query that fails is a value left out, logged once.
@@ -206,6 +208,7 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
                 "temperature_limit": settings.temperature_limit,
                 "dev_root": settings.dev_root,
                 "proc_root": settings.proc_root,
+                "reset_on_release": settings.reset_on_release,
             },
         )
         self.rescan()
@@ -599,6 +602,31 @@ class NvidiaPlugin(DevicePlugin[NvidiaConfig]):
         by_physical = {instances[i].id: instances[i] for i in device_ids}
         targets = [by_physical[p].target for p in physical_ids(device_ids)]
         return reservation(targets, settings.dev_root, settings.proc_root)
+
+    # -- after a release ------------------------------------------------------------------
+
+    def released(self, device_ids: Sequence[str]) -> dict[str, str]:
+        """With ``reset_on_release``: each released GPU reset where NVML allows it
+        (:meth:`.Nvml.reset_after_release`); the IDs that could not be, and why."""
+        with self._lock:
+            settings, instances, known = self._settings, self._published.instances, self._known
+            records = {i: instances.get(i) or known.get(i) for i in device_ids}
+        if not settings.reset_on_release:
+            return {}
+        failed: dict[str, str] = {}
+        for device_id, record in records.items():
+            if record is None:
+                failed[device_id] = "not present; it is reset when it is back"
+                continue
+            problem = self._nvml.reset_after_release(record.id, mig=record.parent is not None)
+            if problem is not None:
+                failed[device_id] = problem
+            else:
+                self.log.info(
+                    "GPU reset after its release",
+                    extra={"id": device_id, "alloc_id": self.cleaning().get(device_id, "")},
+                )
+        return failed
 
     # -- stats -------------------------------------------------------------------------
 
