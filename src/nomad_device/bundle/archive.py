@@ -60,8 +60,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FORMAT", "contents", "read_config", "write_bundle"]
 
-#: Bumped when the layout of the file or the cache changes.
-FORMAT: Final = 2
+#: Bumped when the layout of the file or the cache changes (3: one directory per part).
+FORMAT: Final = 3
 
 #: The most ``--inspect`` reads of any one member of an untrusted bundle (its bootstrap,
 #: a METADATA): enough for every header a distribution has, nothing a zip bomb can use.
@@ -186,6 +186,25 @@ def _sourceless(stdlib: Path, python: tuple[int, ...]) -> dict[str, Path]:
             rel = rel.parent.parent / (rel.name[: -len(tag)] + ".pyc")
         found[rel.as_posix()] = path
     return found
+
+
+_EXTENSION = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\.(?:cpython-\d+[a-z]*-[^.]+|abi3)\.so$")
+
+
+def _native_modules(tree: Path) -> list[str]:
+    """The extension modules in ``tree``, as import names: what a node's Python must load.
+
+    The bootstrap imports each of them when it proves a node's Python
+    (bootstrap.prove), so that one that cannot load the bundle's wheels (another
+    ABI, a broken build) is passed over before the plugin depends on it.
+    """
+    found = []
+    for path in _files(tree):
+        rel = path.relative_to(tree)
+        match = _EXTENSION.match(rel.name)
+        if match and all(part.isidentifier() for part in rel.parts[:-1]):
+            found.append(".".join([*rel.parts[:-1], match[1]]))
+    return sorted(found)
 
 
 def _zip(trees: Mapping[str, Path], extra: Mapping[str, bytes | Path] = {}) -> bytes:
@@ -406,6 +425,7 @@ def write_bundle(
         ),
         "libraries": libraries,
         "site_dirs": sorted(trees, key=lambda d: (d == "site", d)),
+        "native": {name: _native_modules(tree) for name, tree in sorted(trees.items())},
         "key": f"{name}-{sha[:16]}",
     }
     if runtime is None:
