@@ -59,8 +59,9 @@ PROVE = "--nomad-device-bundle-prove"
 #: What a proving Python prints first and last on stdout.
 PROOF = "nomad-device-bundle-proof"
 
-#: How long a candidate Python may take to prove itself (it may unpack its part).
-PROOF_SECONDS = 60
+#: How long a candidate Python may take to prove itself (it may unpack its part); one
+#: that takes longer is passed over for good (a launch must answer the host in time).
+PROOF_SECONDS = 30
 
 #: How many unpacked versions of one bundle name stay in the cache.
 KEEP = 3
@@ -349,7 +350,12 @@ def _collect(child: "object", seconds: float) -> "tuple[bytes, bytes, bool]":
         except subprocess.TimeoutExpired:
             ended = False
     if not ended:
-        child.kill()
+        import signal
+
+        try:
+            os.killpg(child.pid, signal.SIGKILL)  # what it started too (a shim's shell)
+        except OSError:
+            pass
         child.wait()
     out, err = (kept[f.fileno()] for f in (child.stdout, child.stderr))  # type: ignore[union-attr]
     child.stdout.close()  # type: ignore[union-attr]
@@ -382,8 +388,9 @@ def prove(python: str, claim: "list[int] | None", bundle: str) -> "tuple[bool, s
     It must start, be a CPython of the version its name claims (or, unnamed,
     one this bundle carries code for), and import every native module the
     bundle carries for it, from its unpacked part (which this unpacks, as its
-    first launch would). Lasting verdicts are about the interpreter; a
-    timeout or a failure of the node's (a full cache) is tried again next time.
+    first launch would). Lasting verdicts are about the interpreter (one that
+    hangs included); a failure of the node's (a full cache) is tried again
+    next time.
     """
     import subprocess
 
@@ -396,12 +403,13 @@ def prove(python: str, claim: "list[int] | None", bundle: str) -> "tuple[bool, s
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd="/",
+            start_new_session=True,
         )
     except OSError as exc:
         return False, "cannot be run: %s" % (exc.strerror or exc), True
     out, err, ended = _collect(child, PROOF_SECONDS)
     if not ended:
-        return False, "did not answer within %d s" % PROOF_SECONDS, False
+        return False, "did not answer within %d s" % PROOF_SECONDS, True
     said = [
         line[len(PROOF) + 1 :].split(" ", 1)
         for line in out.decode("utf-8", "replace").splitlines()
