@@ -27,7 +27,10 @@ built from this environment unless ``--bundle`` names one; it runs on the same
 interpreter as the installed script unless ``--bundle-python`` says otherwise.
 The bundle that brings its interpreter (``--interpreter auto``, built unless
 ``--own-bundle`` names one; ``--no-own`` skips it) is timed both ways: on the
-node's CPython (the installed script's, found on PATH) and on its own.
+node's CPython (the installed script's, found on PATH) and on its own, each
+with a cache of its own and then both from one cache, launched in turn (the
+"alternating" rows: what an agent and an operator's shell with different
+PATHs cost each other).
 """
 
 from __future__ import annotations
@@ -275,6 +278,23 @@ def main() -> None:
                     "bundle+interp., its own, later",
                     [str(own)],
                     {**bundled_env, "NOMAD_DEVICE_BUNDLE_CACHE": str(work / "cache-own")},
+                )
+            )
+            # The same bundle, one cache, the node's Python and its own in turn (an agent's
+            # PATH and an operator's shell): each launch follows one of the other kind.
+            shared_cache = str(work / "cache-own-alternating")
+            warm.append(
+                Subject(
+                    "  alternating: node's Python",
+                    [str(own)],
+                    {**on_node, "NOMAD_DEVICE_BUNDLE_CACHE": shared_cache},
+                )
+            )
+            warm.append(
+                Subject(
+                    "  alternating: its own",
+                    [str(own)],
+                    {**bundled_env, "NOMAD_DEVICE_BUNDLE_CACHE": shared_cache},
                 )
             )
             own_cold = Subject("bundle+interp., its own, first", [str(own)], dict(bundled_env))

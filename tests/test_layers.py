@@ -16,6 +16,8 @@ ALLOWED: dict[str, set[str]] = {
     "model": {"frozen"},
     "errors": set(),
     "golang": set(),
+    # How to start this Python again (the bundle's own offers its way): a leaf.
+    "interpreter": set(),
     "goplugin": {"proto", "frozen"},
     # Event sources (inotify, kernel uevents) know nothing of Nomad, like goplugin/.
     "sources": set(),
@@ -25,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "host": BASE | {"goplugin", "wire", "config", "constants"},
     "plugin": BASE | {"goplugin", "wire", "config", "constants", "sources"},
     "testing": BASE | {"goplugin", "wire", "config", "constants", "host", "plugin", "placement"},
-    "plugins": BASE | {"wire", "config", "constants", "plugin", "sources"},
+    "plugins": BASE | {"wire", "config", "constants", "plugin", "sources", "interpreter"},
     # The placement model (Nomad's scheduler rules for devices, jobs, nodes and the
     # cluster's API): values only, read with the wire layer's HCL reader.
     "placement": BASE | {"wire"},
@@ -43,11 +45,12 @@ ALLOWED: dict[str, set[str]] = {
         "plugins",
         "sources",
         "placement",
+        "interpreter",
     },
     # The bundle builder sits beside the launcher. It imports the plugin API only
     # to check at build time that an entry point is a DevicePlugin; what runs on
     # nodes (bundle/bootstrap.py) imports nothing of ours (test_bundle_build.py).
-    "bundle": {"plugin"},
+    "bundle": {"plugin", "interpreter"},
     "nomad_device": {"errors", "model", "plugin"},
 }
 

@@ -220,3 +220,76 @@ def run_gohost(argv: list[str], env: dict[str, str], timeout: float = 600) -> di
     except ValueError:
         pytest.fail(f"no report from the Go host: {done.stdout[-2000:]}{done.stderr[-3000:]}")
     return report
+
+
+#: A plugin that imports lazily while another launch works on the cache: on "go"
+#: a thread imports ``tinypkg.mN`` again and again (each time from the file, its
+#: module dropped from sys.modules); "count" answers how many imports and which
+#: failed so far; "stop" ends it with the same answer.
+LAZY_IMPORTER = """
+import importlib, json, os, sys, threading
+stop = threading.Event()
+done, errors = [0], []
+
+def importer():
+    while not stop.is_set():
+        for i in range(MODULES):
+            name = "tinypkg.m%d" % i
+            try:
+                assert importlib.import_module(name).VALUE == i
+            except BaseException as exc:
+                errors.append("%s: %r" % (name, exc))
+            sys.modules.pop(name, None)
+            done[0] += 1
+
+print(json.dumps({"python": "%d.%d" % sys.version_info[:2],
+                  "native": __import__("tinynative").WHO}), flush=True)
+worker = threading.Thread(target=importer)
+for line in sys.stdin:
+    if line.strip() == "go":
+        worker.start()
+    print(json.dumps({"count": done[0], "errors": errors[:5]}), flush=True)
+    if line.strip() == "stop":
+        stop.set()
+        if worker.is_alive():
+            worker.join()
+        break
+"""
+
+
+def two_python_bundle(output: Path, pythons: list[tuple[int, int]], modules: int = 50) -> str:
+    """A tiny bundle for two node Pythons (its key): ``site`` shared, ``site-cpXY`` each.
+
+    ``tinynative`` lives in each Python's own part (as a native wheel's code
+    would), ``tinypkg`` with ``modules`` modules in the shared one; it runs
+    :data:`LAZY_IMPORTER`.
+    """
+    from nomad_device.bundle import write_bundle
+    from nomad_device.bundle.build import SCRIPT_MODULE
+
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp) / "site"
+        (site / "tinypkg").mkdir(parents=True)
+        (site / "tinypkg" / "__init__.py").write_text("")
+        (site / "tinypkg" / "unused.py").write_text("")
+        for i in range(modules):
+            (site / "tinypkg" / f"m{i}.py").write_text(f"VALUE = {i}\n")
+        (site / f"{SCRIPT_MODULE}.py").write_text(LAZY_IMPORTER.replace("MODULES", str(modules)))
+        abi_sites = {}
+        for version in pythons:
+            tree = Path(tmp) / f"site-cp{version[0]}{version[1]}"
+            tree.mkdir()
+            (tree / "tinynative.py").write_text(f"WHO = 'cp{version[0]}{version[1]}'\n")
+            abi_sites[version] = tree
+        config = write_bundle(
+            site,
+            output,
+            name="tiny2",
+            version="1",
+            kind="script",
+            entry=SCRIPT_MODULE,
+            glibc=None,
+            pythons=pythons,
+            abi_sites=abi_sites,
+        )
+    return str(config["key"])

@@ -139,7 +139,7 @@ def test_file_format_and_inspect(tmp_path: Path) -> None:
     assert again["key"] == config["key"]
     # The key names the payload's hash, which the bundle carries in full.
     spec = config["payload"]
-    digest = hashlib.sha256(b"nomad-device-bundle 2\n" + data[spec["offset"] :][: spec["size"]])
+    digest = hashlib.sha256(b"nomad-device-bundle 3\n" + data[spec["offset"] :][: spec["size"]])
     assert spec["sha256"] == digest.hexdigest()
     assert config["key"] == f"tiny-{digest.hexdigest()[:16]}"
 

@@ -134,7 +134,7 @@ def test_cache_below_another_users_directory_is_refused_while_they_swap_it(
     site = evil / str(config["key"]) / "site"
     site.mkdir(parents=True)
     (site / "_bundle_plugin_main.py").write_text(f"open({str(marker)!r}, 'w').write('root')\n")
-    (evil / str(config["key"]) / "complete").write_text("")
+    (site / ".complete").write_text("")
     for path in [evil, *evil.rglob("*")]:
         os.chown(path, attacker.pw_uid, attacker.pw_gid)
     swapper = subprocess.Popen(
@@ -265,11 +265,12 @@ def test_a_damaged_cache_is_unpacked_again(base: Path, damage: str) -> None:
     elif damage == "directory removed":
         shutil.rmtree(version / "site" / "tinypkg" / "sub")
     else:
-        (version / "complete").unlink()
+        (version / "site" / ".complete").unlink()
     out, logs = _run_tiny(bundle, cache)
     assert out["version"] == "1"
     (warning,) = [e for e in logs if e.level == "warn"]
-    assert warning.message.startswith(f"plugin bundle cache directory {version} is damaged (")
+    # The part that lost a file (each part of a version is unpacked and healed on its own).
+    assert warning.message.startswith(f"plugin bundle cache directory {version}/site is damaged (")
     assert warning.message.endswith("); unpacking it again")
     assert (version / "site" / "_bundle_plugin_main.py").is_file()
     assert (version / "site" / "tinypkg" / "sub" / "__init__.py").is_file()
@@ -286,7 +287,10 @@ def test_a_failed_unpack_names_the_cache_directory_and_leaves_nothing(base: Path
     key = str(tiny_bundle(bundle, "1", body="BIG = " + repr(os.urandom(200_000).hex()))["key"])
     cache = base / "cache"
     cache.mkdir(mode=0o700)
-    script = 'mount -t tmpfs -o size=96k,mode=0700 tmpfs "$0" || exit 98; "$1"; ls -A "$0"'
+    script = (
+        'mount -t tmpfs -o size=96k,mode=0700 tmpfs "$0" || exit 98; "$1"; '
+        'cd "$0" && find . -mindepth 1'
+    )
     done = subprocess.run(
         private_mounts(script, str(cache), str(bundle)),
         env=node_env(NOMAD_DEVICE_BUNDLE_CACHE=str(cache)),
@@ -299,7 +303,8 @@ def test_a_failed_unpack_names_the_cache_directory_and_leaves_nothing(base: Path
     entry = _error(done.stderr)
     assert entry.message.startswith("plugin bundle failed: OSError: [Errno 28]")
     assert entry.message.endswith(f"(cache directory {cache / key})")
-    assert done.stdout.strip() == ""  # the tmpfs cache was left empty
+    # No half tree: only the version's (empty) directory, where the next launch unpacks.
+    assert done.stdout.split() == [f"./{key}"]
 
 
 def test_first_launch_flushes_only_what_it_wrote(base: Path) -> None:

@@ -50,7 +50,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from nomad_device.bundle.collect import BundleError, compile_with, find_python
 from nomad_device.bundle.elf import glibc_floor
@@ -60,8 +60,12 @@ if TYPE_CHECKING:
 
 __all__ = ["FORMAT", "contents", "read_config", "write_bundle"]
 
-#: Bumped when the layout of the file or the cache changes.
-FORMAT: Final = 2
+#: Bumped when the layout of the file or the cache changes (3: one directory per part).
+FORMAT: Final = 3
+
+#: The most ``--inspect`` reads of any one member of an untrusted bundle (its bootstrap,
+#: a METADATA): enough for every header a distribution has, nothing a zip bomb can use.
+READ_CAP: Final = 256 * 1024
 
 Version = tuple[int, int]
 
@@ -182,6 +186,25 @@ def _sourceless(stdlib: Path, python: tuple[int, ...]) -> dict[str, Path]:
             rel = rel.parent.parent / (rel.name[: -len(tag)] + ".pyc")
         found[rel.as_posix()] = path
     return found
+
+
+_EXTENSION = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\.(?:cpython-\d+[a-z]*-[^.]+|abi3)\.so$")
+
+
+def _native_modules(tree: Path) -> list[str]:
+    """The extension modules in ``tree``, as import names: what a node's Python must load.
+
+    The bootstrap imports each of them when it proves a node's Python
+    (bootstrap.prove), so that one that cannot load the bundle's wheels (another
+    ABI, a broken build) is passed over before the plugin depends on it.
+    """
+    found = []
+    for path in _files(tree):
+        rel = path.relative_to(tree)
+        match = _EXTENSION.match(rel.name)
+        if match and all(part.isidentifier() for part in rel.parts[:-1]):
+            found.append(".".join([*rel.parts[:-1], match[1]]))
+    return sorted(found)
 
 
 def _zip(trees: Mapping[str, Path], extra: Mapping[str, bytes | Path] = {}) -> bytes:
@@ -402,6 +425,7 @@ def write_bundle(
         ),
         "libraries": libraries,
         "site_dirs": sorted(trees, key=lambda d: (d == "site", d)),
+        "native": {name: _native_modules(tree) for name, tree in sorted(trees.items())},
         "key": f"{name}-{sha[:16]}",
     }
     if runtime is None:
@@ -487,11 +511,21 @@ def _is_elf(bundle: Path) -> bool:
         return fh.read(4) == b"\x7fELF"
 
 
+def _read_capped(source: IO[bytes], what: str) -> bytes:
+    """At most :data:`READ_CAP` bytes of ``source``; more is refused, not read."""
+    data = source.read(READ_CAP + 1)
+    if len(data) > READ_CAP:
+        raise ValueError(
+            f"{what} is larger than {READ_CAP // 1024} KiB: not a bundle this tool made"
+        )
+    return data
+
+
 def _bootstrap_text(bundle: Path) -> str:
     if _is_elf(bundle):
         try:
-            with zipfile.ZipFile(bundle) as archive:
-                return archive.read(f"{_BOOT_MODULE}.py").decode()
+            with zipfile.ZipFile(bundle) as archive, archive.open(f"{_BOOT_MODULE}.py") as member:
+                return _read_capped(member, f"{bundle}'s bootstrap").decode()
         except (zipfile.BadZipFile, KeyError):
             raise ValueError(f"{bundle} is not a nomad-device-bundle file") from None
     with open(bundle, "rb") as fh:
@@ -500,9 +534,11 @@ def _bootstrap_text(bundle: Path) -> str:
     if found is None:
         raise ValueError(f"{bundle} is not a nomad-device-bundle file")
     offset, split = int(found[1]), int(found[2])
+    if split > READ_CAP:
+        raise ValueError(f"{bundle}'s bootstrap is larger than {READ_CAP // 1024} KiB")
     with open(bundle, "rb") as fh:
         fh.seek(offset)
-        return fh.read(split).decode()
+        return fh.read(split).decode(errors="replace")
 
 
 def read_config(bundle: Path) -> dict[str, Any]:
@@ -512,32 +548,94 @@ def read_config(bundle: Path) -> dict[str, Any]:
     line = re.search(r"^CONFIG = (\{.*\})$", _bootstrap_text(bundle), re.MULTILINE)
     if line is None:
         raise ValueError(f"{bundle} carries no bundle config")
-    config: dict[str, Any] = ast.literal_eval(line[1])
+    try:
+        config = ast.literal_eval(line[1])
+    except (ValueError, SyntaxError, RecursionError, MemoryError, TypeError):
+        raise ValueError(f"{bundle} carries a bundle config that cannot be read") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{bundle} carries a bundle config that is not a dictionary")
     return config
 
 
+class _Slice(io.RawIOBase):
+    """A read-only window of an open file: the payload in the middle of a bundle, for zipfile
+    (which then reads only the members it is asked for, never the whole payload)."""
+
+    def __init__(self, fh: io.BufferedReader, offset: int, size: int) -> None:
+        super().__init__()
+        self._fh, self._offset, self._size, self._pos = fh, offset, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, min(self._size, base + pos))
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        n = min(len(view), self._size - self._pos)
+        if n <= 0:
+            return 0
+        self._fh.seek(self._offset + self._pos)
+        got = self._fh.readinto(view[:n])
+        self._pos += got
+        return got
+
+
+def _distribution(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, notes: list[str]
+) -> tuple[str, str]:
+    """Name and version from a METADATA's headers (its first :data:`READ_CAP` bytes)."""
+    with archive.open(info) as member:
+        head = member.read(READ_CAP)
+    if info.file_size > READ_CAP:
+        notes.append(
+            f"{info.filename} is {info.file_size} bytes: read only its first {READ_CAP} for its "
+            "name and version"
+        )
+    fields: dict[str, str] = {}
+    for line in head.decode("utf-8", "replace").splitlines()[:50]:
+        if not line.strip():
+            break  # the headers end here; the description follows
+        key, sep, value = line.partition(": ")
+        if sep:
+            fields.setdefault(key, value[:200])
+    return fields.get("Name", info.filename.split("/")[1])[:200], fields.get("Version", "?")
+
+
 def contents(bundle: Path) -> dict[str, Any]:
-    """What a bundle carries, read from its payload: distributions, interpreter, native code."""
+    """What a bundle carries, read from its payload: distributions, interpreter, native code.
+
+    The bundle is not trusted: the payload is read through a window of the
+    file (never whole), and of each METADATA only the first :data:`READ_CAP`
+    bytes, whatever size it claims; what was cut short is listed in ``notes``.
+    """
     config = read_config(bundle)
     spec = config["payload"]
-    with open(bundle, "rb") as fh:
-        fh.seek(spec["offset"])
-        payload = fh.read(spec["size"])
+    size = bundle.stat().st_size
+    offset, length = int(spec["offset"]), int(spec["size"])
+    if min(offset, length) < 0 or offset + length > size:
+        raise ValueError(f"{bundle}'s payload ({offset}+{length}) lies outside its {size} bytes")
     dirs: dict[str, dict[str, Any]] = {}
-    with zipfile.ZipFile(io.BytesIO(payload)) as archive:
-        infos = archive.infolist()
-        for info in infos:
+    notes: list[str] = []
+    with open(bundle, "rb") as fh, zipfile.ZipFile(_Slice(fh, offset, length)) as archive:
+        for info in archive.infolist():
             top, _, rest = info.filename.partition("/")
             entry = dirs.setdefault(top, {"files": 0, "bytes": 0, "distributions": {}})
             entry["files"] += 1
             entry["bytes"] += info.file_size
             parts = rest.split("/")
             if len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] == "METADATA":
-                meta = archive.read(info).decode("utf-8", "replace")
-                fields = dict(
-                    line.split(": ", 1) for line in meta.splitlines()[:20] if ": " in line
-                )
-                entry["distributions"][fields.get("Name", parts[0])] = fields.get("Version", "?")
+                name, version = _distribution(archive, info, notes)
+                entry["distributions"][name] = version
     needs: dict[str, Any] = {
         "machine": config["machine"],
         "glibc": config["glibc"],
@@ -547,7 +645,7 @@ def contents(bundle: Path) -> dict[str, Any]:
         needs["python"] = [f"{v[0]}.{v[1]}" for v in config["pythons"]]
     report = {
         "bundle": str(bundle),
-        "size": bundle.stat().st_size,
+        "size": size,
         "config": config,
         "needs": needs,
         "carries": {
@@ -559,6 +657,8 @@ def contents(bundle: Path) -> dict[str, Any]:
             for top, entry in sorted(dirs.items())
         },
     }
+    if notes:
+        report["notes"] = notes
     if config.get("runtime"):
         runtime = config["runtime"]
         report["interpreter"] = "CPython {}.{}.{} (bundled; glibc {}.{} or newer)".format(

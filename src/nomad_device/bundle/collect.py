@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from nomad_device.interpreter import python_command
+
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
@@ -238,7 +240,7 @@ def collect_pip(
 ) -> None:
     """``pip install --target site`` the roots (and requirement files)."""
     command = [
-        sys.executable,
+        *python_command(isolated=False),
         "-m",
         "pip",
         "install",
@@ -415,7 +417,7 @@ def _download(
 ) -> Path:
     """The wheel of ``dist`` (the installed version) for ``python`` on ``platforms``."""
     command = [
-        sys.executable,
+        *python_command(isolated=False),
         "-m",
         "pip",
         "download",

@@ -24,6 +24,7 @@ from nomad_device.cli import nomadjson, render
 from nomad_device.cli.console import Console
 from nomad_device.cli.process import SignalGuard
 from nomad_device.constants import DEVICE_API_VERSION
+from nomad_device.interpreter import python_command
 from nomad_device.model import DeviceGroup, PluginInfo
 from nomad_device.wire import hclspec
 
@@ -516,7 +517,7 @@ def example_command() -> list[str]:
     found = shutil.which("nomad-device-example")
     if found:
         return [found]
-    return [sys.executable, "-m", "nomad_device.plugins.example"]
+    return [*python_command(isolated=False), "-m", "nomad_device.plugins.example"]
 
 
 def _jsonable(value: object) -> Any:

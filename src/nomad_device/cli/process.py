@@ -17,6 +17,8 @@ from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import Final
 
+from nomad_device.interpreter import python_command
+
 __all__ = ["Interrupted", "SignalGuard", "resolve_command"]
 
 _HANDLED: Final = tuple(
@@ -120,7 +122,7 @@ def resolve_command(command: Sequence[str]) -> list[str]:
         raise ValueError("no plugin command")
     first, rest = command[0], list(command[1:])
     if first.endswith(".py") and os.path.isfile(first) and not os.access(first, os.X_OK):
-        return [sys.executable, first, *rest]
+        return [*python_command(isolated=False), first, *rest]
     if os.sep not in first:
         import shutil
 

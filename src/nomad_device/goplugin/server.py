@@ -34,7 +34,15 @@ from nomad_device.goplugin.services import add_goplugin_services
 if TYPE_CHECKING:
     from nomad_device.goplugin.tlsproxy import TLSTerminator
 
-__all__ = ["ENV_NETWORK", "SERVER_OPTIONS", "Registrar", "ServeConfig", "build_server", "serve"]
+__all__ = [
+    "ENV_NETWORK",
+    "SERVER_OPTIONS",
+    "Registrar",
+    "ServeConfig",
+    "StartRefused",
+    "build_server",
+    "serve",
+]
 
 #: Our own switch (not go-plugin's): ``tcp`` makes the plugin listen on
 #: 127.0.0.1 within PLUGIN_MIN_PORT..PLUGIN_MAX_PORT instead of a unix socket,
@@ -92,6 +100,10 @@ class ServeConfig:
         set_field(self, "grpc_options", grpc_options)
 
 
+class StartRefused(RuntimeError):
+    """The host asked for something this process cannot do: one log line, no traceback."""
+
+
 class _Listener:
     __slots__ = ("address", "cleanup", "network")
 
@@ -121,7 +133,10 @@ def serve(config: ServeConfig) -> NoReturn:
         code = loop.run_until_complete(_serve(config, capture))
     except BaseException as exc:
         if not isinstance(exc, SystemExit | KeyboardInterrupt):
-            log.error("plugin failed: %s", exc, exc_info=exc)
+            # A refusal is the whole story; anything else gets its traceback.
+            log.error(
+                "plugin failed: %s", exc, exc_info=None if isinstance(exc, StartRefused) else exc
+            )
     finally:
         if capture is not None:
             capture.stop()
@@ -198,6 +213,14 @@ def _server_credentials() -> tuple[TLSTerminator | None, str]:
     client_cert = os.environ.get(hs.ENV_CLIENT_CERT, "")
     if not client_cert:
         return None, ""
+    try:
+        import ssl  # noqa: F401  (what tlsproxy terminates TLS with)
+    except ImportError as exc:  # a Python built without OpenSSL
+        raise StartRefused(
+            f"the host asked for AutoMTLS ({hs.ENV_CLIENT_CERT} is set), which needs Python's "
+            f"ssl module, and {sys.executable} cannot import it ({exc}); run the plugin on a "
+            "Python built with OpenSSL, or under a host that does not ask for AutoMTLS"
+        ) from None
     # Imported here: cryptography is slow to import and most hosts never ask.
     from nomad_device.goplugin.tls import cert_to_handshake, generate_keypair
     from nomad_device.goplugin.tlsproxy import TLSTerminator

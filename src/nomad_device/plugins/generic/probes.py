@@ -45,7 +45,6 @@ import re
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 import unicodedata
@@ -53,6 +52,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from nomad_device.interpreter import python_command
 from nomad_device.plugin import DevicePlugin, Scheduled
 from nomad_device.plugins.generic.config import ProbeSpec
 from nomad_device.plugins.generic.discovery import Found
@@ -321,10 +321,12 @@ def run_probe(target: ProbeTarget, processes: ProbeProcesses, what: str = "probe
     program = spec.command[0] if spec.command else "(none)"
     if processes.closed:
         return result(False, "the plugin is stopping")
-    if not sys.executable:
-        return result(False, f"{what} {program} could not start: no Python interpreter to run it")
+    try:
+        python = python_command()
+    except FileNotFoundError as exc:
+        return result(False, f"{what} {program} could not start: {exc}")
     read_status, write_status = os.pipe()
-    reaper = [sys.executable, "-I", "-S", "-c", REAPER, str(os.getpid()), str(write_status)]
+    reaper = [*python, "-c", REAPER, str(os.getpid()), str(write_status)]
     try:
         process = subprocess.Popen(
             [*reaper, *spec.command],
