@@ -53,7 +53,6 @@ from typing import Final, TypeVar
 from nomad_device.plugins.generic.yamlsubset import Map, Node, Scalar, Seq, YamlError, parse
 
 __all__ = [
-    "DEFAULT_SPEC_DIRS",
     "HOOK_NAMES",
     "SPEC_VERSIONS",
     "Applied",
@@ -83,8 +82,6 @@ __all__ = [
     "validate_spec",
 ]
 
-#: CDI's own directories: static specs, then generated ones (which take precedence).
-DEFAULT_SPEC_DIRS: Final = ("/etc/cdi", "/var/run/cdi")
 #: Known spec versions, newest first, as the library lists them.
 SPEC_VERSIONS: Final = (
     "1.1.0", "1.0.0", "0.8.0", "0.7.0", "0.6.0", "0.5.0", "0.4.0", "0.3.0", "0.2.0", "0.1.0",

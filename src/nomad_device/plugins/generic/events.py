@@ -17,6 +17,10 @@ Both only say *that* something may have changed; the rescan finds out what.
   the block's ``max_watches``: no user can make the plugin spend root's
   inotify watches, and a tree that outgrows the cap is seen at the poll
   period.
+- **inotify on CDI spec directories** (``cdi`` blocks' ``spec_dirs``), for
+  files written, replaced, removed or their modes changed: a regenerated
+  spec is seen at once. A directory that does not exist yet is watched for
+  from its parent.
 
 Where a facility is unavailable the source logs it once and stays silent:
 the fingerprint period is then the only mechanism.
@@ -36,9 +40,9 @@ from nomad_device.plugins.generic.discovery import id_base
 from nomad_device.plugins.generic.patterns import leads_to_match
 from nomad_device.plugins.generic.roots import Roots
 from nomad_device.plugins.generic.trust import untrusted_dir
-from nomad_device.sources import LISTING, Inotify, inotify, uevents
+from nomad_device.sources import CHANGES, LISTING, Inotify, inotify, uevents
 
-__all__ = ["SUBSYSTEMS", "EventWatch", "Tree", "descend", "watch_dirs"]
+__all__ = ["SUBSYSTEMS", "EventWatch", "Tree", "cdi_spec_dirs", "descend", "watch_dirs"]
 
 _USB_DIR: Final = "/dev/bus/usb"
 #: Where the nodes of PCI functions appear: a driver's own, DRM's, accel's, VFIO's.
@@ -114,6 +118,16 @@ def watch_dirs(kinds: Sequence[Kind], roots: Roots) -> tuple[list[str], list[Tre
     return list(flat), trees
 
 
+def cdi_spec_dirs(kinds: Sequence[Kind]) -> list[str]:
+    """The spec directories of the blocks' ``cdi`` matchers: files written, renamed,
+    removed or chmod-ed there (a regenerated spec, a spec made writable) mean a rescan."""
+    dirs: dict[str, None] = {}
+    for kind in kinds:
+        if kind.cdi is not None:
+            dirs.update(dict.fromkeys(kind.cdi.spec_dirs))
+    return list(dirs)
+
+
 def descend(tree: Tree, roots: Roots) -> Callable[[str], bool]:
     """Which subdirectories a tree's inotify source watches: those that may lead to a
     match, inside directories only root can write (matches anywhere else would be
@@ -160,6 +174,9 @@ class EventWatch:
             sources = []
             if flat:
                 sources.append(inotify(*flat, mask=LISTING))
+            specs = cdi_spec_dirs(kinds())
+            if specs:
+                sources.append(inotify(*specs, mask=CHANGES))
             for tree in trees:
                 source = inotify(
                     *tree.dirs,

@@ -53,6 +53,7 @@ from nomad_device.plugins.generic.discovery import Found, Scanner, ScanResult, o
 from nomad_device.plugins.generic.events import EventWatch
 from nomad_device.plugins.generic.health import (
     AerMarks,
+    cdi_problem,
     node_problem,
     pci_problem,
     unmatched_nodes,
@@ -225,8 +226,11 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
             )
         elif found.source == "pci":
             problem = pci_problem(found, kind.require_full_link, aer)
+        elif found.source == "cdi":
+            skip = kind.cdi is not None and kind.cdi.skip_hooks
+            problem = cdi_problem(found, skip, self.roots.canonical)
         for node in found.all_nodes:
-            if problem is not None:
+            if problem is not None or found.source == "cdi":
                 break
             wanted = kind.permissions if node.is_device else "rw" if kind.writable_mounts else "r"
             problem = node_problem(node, wanted, first_kind, self.roots.canonical)
