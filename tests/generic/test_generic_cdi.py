@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from generic_support import by_key, devices, logged, start, wait_for
 from nomad_device.model import Attribute, DeviceSpec, Mount
 from nomad_device.plugins.generic.cdidevices import REFUSAL
 from nomad_device.plugins.generic.config import CdiBlock, DeviceBlock, GenericConfig
+from nomad_device.testing.conformance import SuiteOptions, run_conformance
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -319,3 +322,89 @@ def test_a_device_named_by_two_blocks_belongs_to_the_first(launch: Launcher, hos
     assert sorted(devices(groups, "example.com/gpu/a")) == ["gpu0", "gpu1"]
     assert "example.com/one/b" not in by_key(groups)
     logged(launched, 'only device "a" offers it')
+
+
+# ------------------------------------------------------------- launcher, check, conformance
+
+GENERIC = [sys.executable, "-m", "nomad_device.plugins.generic"]
+
+
+def launcher(host: Host, *args: str) -> subprocess.CompletedProcess[str]:
+    script = Path(sys.executable).with_name("nomad-device-launcher")
+    command = [str(script)] if script.is_file() else [sys.executable, "-m", "nomad_device.cli"]
+    env = {**os.environ, **host.tree.env, "NO_COLOR": "1"}
+    return subprocess.run(
+        [*command, *args, "--", *GENERIC],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def agent_file(host: Host, directory: Path, hooks: str = "refuse") -> Path:
+    path = directory / "agent.hcl"
+    path.write_text(
+        'plugin "nomad-device-generic" {\n  config {\n    fingerprint_period = "1h"\n'
+        f'    device "gpu" {{\n      cdi {{\n        kind      = "example.com/gpu"\n'
+        f'        spec_dirs = ["{host.specs}"]\n        hooks     = "{hooks}"\n      }}\n'
+        '      env {\n        LD_LIBRARY_PATH = "/usr/lib/vendor"\n      }\n    }\n  }\n}\n'
+    )
+    return path
+
+
+def test_the_launcher_reserve_shows_what_a_task_gets_and_lacks(host: Host, tmp_path: Path) -> None:
+    host.spec([host.gpu(0, hooks=HOOKS)], edits=host.common())
+    agent = agent_file(host, tmp_path, hooks="skip")
+    result = launcher(host, "reserve", "-q", "-c", str(agent), "gpu0")
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert [host.real("/dev/gpu0"), "/dev/gpu0", "rwm"] in rows
+    assert [str(host.libfoo), "/usr/lib/libfoo.so.1", "ro"] in rows
+    assert ["LD_LIBRARY_PATH=/usr/lib/vendor"] in rows
+    skipped = (
+        "Skipped (the task does not get these)\n  createContainer hook vendor-hook update-ldcache"
+    )
+    assert skipped in result.stdout
+
+
+JOB = """\
+job "train" {
+  datacenters = ["dc1"]
+  group "g" {
+    task "t" {
+      resources {
+        device "example.com/gpu" {
+          count = %d
+          constraint {
+            attribute = "${device.attr.cdi_kind}"
+            value     = "example.com/gpu"
+          }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def test_check_places_cdi_devices_and_explains_refused_ones(host: Host, tmp_path: Path) -> None:
+    host.spec([host.gpu(0), host.gpu(1, hooks=HOOKS)])
+    agent = agent_file(host, tmp_path)
+    job = tmp_path / "job.hcl"
+    job.write_text(JOB % 1)
+    result = launcher(host, "check", "-q", "-c", str(agent), str(job))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert 'device "example.com/gpu": example.com/gpu/gpu [gpu0]' in result.stdout
+    job.write_text(JOB % 2)
+    result = launcher(host, "check", "-q", "-c", str(agent), str(job))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f'gpu1 unhealthy ("{REFUSAL}createContainer hook vendor-hook update-ldcache")' in (
+        result.stdout
+    )
+
+
+def test_the_plugin_conforms_with_a_cdi_block(host: Host, tmp_path: Path) -> None:
+    host.spec([host.gpu(0), host.gpu(1, hooks=HOOKS)], edits=host.common())
+    agent = agent_file(host, tmp_path)
+    options = SuiteOptions(config_file=agent, env={**os.environ, **host.tree.env})
+    report = run_conformance(GENERIC, options)
+    report.assert_ok()
+    assert "2 device(s)" in report.result("device-groups-valid").summary
