@@ -42,6 +42,7 @@ library, through ``interop/cdi``, on a corpus and on generated specs.
 from __future__ import annotations
 
 import errno
+import functools
 import math
 import os
 import re
@@ -152,7 +153,7 @@ class Mount:
     options: tuple[str, ...] = ()
     type: str = ""
 
-    @property
+    @functools.cached_property
     def read_only(self) -> bool:
         """Whether the last of ``ro`` and ``rw`` in the options is ``ro`` (as mount(8))."""
         flags = [o for o in self.options if o in ("ro", "rw")]
@@ -911,39 +912,34 @@ def _mount_depth(mount: Mount) -> int:
     return clean(mount.container_path).count("/")
 
 
+@functools.lru_cache(maxsize=1024)
 def apply(edits: ContainerEdits) -> Applied:
-    """``edits`` applied as the library applies them to an empty container spec."""
-    env: list[str] = []
-    where: dict[str, int] = {}
+    """``edits`` applied as the library applies them to an empty container spec
+    (remembered: every scan applies each device's edits, which rarely change)."""
+    env: dict[str, str] = {}
     for item in edits.env:
-        key = item.partition("=")[0]
-        if key in where:
-            env[where[key]] = item
-        else:
-            where[key] = len(env)
-            env.append(item)
-    nodes: list[DeviceNode] = []
+        env[item.partition("=")[0]] = item  # a key set again keeps its place
+    nodes: dict[str, DeviceNode] = {}
     for node in edits.device_nodes:
-        nodes = [n for n in nodes if n.path != node.path] + [node]
-    mounts: list[Mount] = []
+        nodes.pop(node.path, None)  # replaced, and moved to the end
+        nodes[node.path] = node
+    mounts: dict[str, Mount] = {}
     for mount in edits.mounts:
-        for index, old in enumerate(mounts):
-            if old.container_path == mount.container_path:
-                del mounts[index]
-                break
-        mounts.append(mount)
-    mounts.sort(key=_mount_depth)
+        mounts.pop(mount.container_path, None)
+        mounts[mount.container_path] = mount
     net: dict[str, NetDevice] = {}
     for device in edits.net_devices:
         net[device.host_interface_name] = device
-    gids: list[int] = []
-    for gid in edits.additional_gids:
-        if gid and gid not in gids:
-            gids.append(gid)
+    gids = dict.fromkeys(g for g in edits.additional_gids if g)
     return Applied(
-        tuple(env), tuple(nodes), tuple(mounts), edits.hooks, edits.intel_rdt, tuple(gids),
+        tuple(env.values()),
+        tuple(nodes.values()),
+        tuple(sorted(mounts.values(), key=_mount_depth)),
+        edits.hooks,
+        edits.intel_rdt,
+        tuple(gids),
         tuple(net.values()),
-    )  # fmt: skip
+    )
 
 
 # ---------------------------------------------------------------------- the host's node

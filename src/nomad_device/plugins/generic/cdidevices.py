@@ -1,7 +1,9 @@
 """CDI devices as the generic plugin offers them: trusted spec files, matching, what Nomad lacks.
 
 :mod:`.cdi` reads spec directories as the reference library does; this module
-is what the plugin adds around it:
+is what the plugin adds around it, and :class:`CdiFinder` is what a scan
+(:mod:`.discovery`) asks for a block's devices. It is loaded with the first
+``cdi`` block: a plugin without one never reads CDI.
 
 - **Trust** (:class:`CdiSpecs`): a spec file is read only when it passes
   :mod:`.trust` (it and every directory above it root's and writable by
@@ -13,6 +15,12 @@ is what the plugin adds around it:
 - **Matching** (:func:`select`): the spec kind and device name against the
   block's globs; devices whose names two kinds share are named by their
   qualified name (``nvidia.com/gpu=0``) instead.
+- **Host paths** (:class:`CdiFinder`): every node and mount source goes
+  through :mod:`.trust` as a ``paths`` match does; a device with one it may
+  not have is not offered. Its locality is the PCI function its own nodes
+  hang off in sysfs; a node sysfs knows nothing of (NVIDIA's ``/dev/nvidia0``)
+  takes the function of the devices of its spec that list it beside nodes
+  sysfs places (the GPU's DRM nodes): so a MIG device gets its GPU's.
 - **What Nomad cannot carry** (:func:`uncarried`): a reservation holds device
   nodes, bind mounts and environment variables. Hooks, ``intelRdt``,
   ``additionalGids``, ``netDevices``, a node CDI grants no access to
@@ -29,6 +37,7 @@ is what the plugin adds around it:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import stat
@@ -38,17 +47,28 @@ from typing import Final
 
 from nomad_device.model import Attribute
 from nomad_device.plugins.generic import cdi
-from nomad_device.plugins.generic.config import CdiMatcher, parse_attribute
+from nomad_device.plugins.generic.config import CdiMatcher, Kind, parse_attribute
+from nomad_device.plugins.generic.discovery import (
+    Found,
+    Node,
+    Scanner,
+    _pci_attributes,
+    _pci_key,
+)
+from nomad_device.plugins.generic.pci import identity_at, read_function
+from nomad_device.plugins.generic.pciids import PciNames
 from nomad_device.plugins.generic.trust import PathCheck
 
 __all__ = [
     "REFUSAL",
+    "CdiFinder",
+    "CdiMatch",
     "CdiSpecs",
     "Majors",
     "Selected",
     "annotation_attributes",
     "attribute_name",
-    "notes",
+    "catalog_notes",
     "own_paths",
     "primary",
     "refusal",
@@ -197,21 +217,26 @@ class Selected:
     applied: cdi.Applied  # its edits alone, as CDI applies them
 
 
-def select(matcher: CdiMatcher, catalog: cdi.Catalog) -> list[Selected]:
+def select(
+    matcher: CdiMatcher, catalog: cdi.Catalog, applied: dict[int, Selected] | None = None
+) -> list[Selected]:
     """The catalog's devices the block's kind and device globs match. A name that two
-    kinds of the block share is given as the qualified name for both."""
+    kinds of the block share is given as the qualified name for both. ``applied``
+    keeps each device's applied edits while its spec file does not change."""
     chosen = [d for d in catalog.devices.values() if matcher.matches(d.kind, d.name)]
     counts: dict[str, int] = {}
     for device in chosen:
         counts[device.name] = counts.get(device.name, 0) + 1
-    return [
-        Selected(
-            device.name if counts[device.name] == 1 else device.qualified,
-            device,
-            cdi.apply(device.resolved),
-        )
-        for device in chosen
-    ]
+    out = []
+    for device in chosen:
+        name = device.name if counts[device.name] == 1 else device.qualified
+        known = None if applied is None else applied.get(id(device))
+        if known is None or known.device is not device:
+            known = Selected(name, device, cdi.apply(device.resolved))
+            if applied is not None:
+                applied[id(device)] = known
+        out.append(known if known.id == name else Selected(name, device, known.applied))
+    return out
 
 
 def uncarried(applied: cdi.Applied) -> tuple[str, ...]:
@@ -275,7 +300,7 @@ def primary(device: cdi.Device) -> str | None:
     return paths[0] if paths else None
 
 
-def notes(catalog: cdi.Catalog) -> Iterable[str]:
+def catalog_notes(catalog: cdi.Catalog) -> Iterable[str]:
     """Log lines for a catalog's problems: refused files, conflicts, an unreadable
     directory."""
     for path, problems in sorted(catalog.errors.items()):
@@ -288,3 +313,143 @@ def notes(catalog: cdi.Catalog) -> Iterable[str]:
     if catalog.dir_error is not None:
         directory, why = catalog.dir_error
         yield f"CDI spec directory {directory} cannot be listed ({why}); later ones are not read"
+
+
+@dataclass(frozen=True)
+class CdiMatch:
+    """What a scan found for one CDI device (:attr:`.discovery.Found.cdi`)."""
+
+    device: cdi.Device
+    applied: cdi.Applied  # its edits alone, as CDI applies them
+    skipped: tuple[str, ...]  # what of them a reservation cannot carry (:func:`uncarried`)
+    hosts: tuple[str, ...]  # the host path of each of the Found's nodes, as the spec says
+
+
+class CdiFinder:
+    """A scan's CDI devices: a block's matches as :class:`.discovery.Found`, each path
+    looked at once per scan however many devices bring it."""
+
+    def __init__(self, scanner: Scanner) -> None:
+        self.scanner = scanner
+        self.specs = CdiSpecs(scanner.trust)
+        self.majors = Majors()
+        self._nodes: dict[tuple[str, str], Node | None] = {}
+        self._pci: dict[str, dict[str, Attribute]] = {}
+        self._selected: dict[int, Selected] = {}  # by id(device), kept while it is current
+        self._current: dict[int, Selected] = {}
+
+    def new_scan(self) -> None:
+        self.specs.new_scan()
+        self.majors.new_scan()
+        self._nodes.clear()
+        self._pci.clear()
+        self._selected, self._current = self._current, {}
+
+    def found(self, kind: Kind, refused: dict[str, str], notes: set[str]) -> list[Found]:
+        """The devices the block's ``cdi`` matches; one with a path it may not have is
+        left out, the reason in ``refused``."""
+        assert kind.cdi is not None
+        self._nodes.clear()  # a path refused is logged for each block that names it
+        catalog = self.specs.catalog(kind.cdi.spec_dirs)
+        notes.update(catalog_notes(catalog))
+        built: list[tuple[Selected, list[Node], tuple[str, ...], list[Node], set[str]]] = []
+        for item in select(kind.cdi, catalog, self._selected):
+            self._current[id(item.device)] = item
+            paths = self._paths(item, refused)
+            if paths is None:
+                continue
+            nodes, hosts = paths
+            own = set(own_paths(item.device))
+            mine = [n for n in nodes if n.task_path in own]
+            known = {a for n in mine if (a := self._function(n)) is not None}
+            built.append((item, nodes, hosts, mine, known))
+        by_node: dict[tuple[str, str], set[str]] = {}
+        for item, _, _, mine, known in built:
+            if len(known) == 1:
+                for node in mine:
+                    by_node.setdefault((item.device.spec_path, node.path), set()).update(known)
+        out = []
+        for item, nodes, hosts, mine, known in built:
+            if not known:
+                for node in mine:
+                    known |= by_node.get((item.device.spec_path, node.path), set())
+            address = next(iter(known)) if len(known) == 1 else None
+            out.append(self._found(kind, item, nodes, hosts, address, notes))
+        return out
+
+    def _paths(
+        self, item: Selected, refused: dict[str, str]
+    ) -> tuple[list[Node], tuple[str, ...]] | None:
+        """The device's nodes (its own first) and mount sources, and their host paths as
+        the spec gives them; None when one may not be offered."""
+        own = own_paths(item.device)
+        device_nodes = sorted(item.applied.device_nodes, key=lambda n: n.path not in own)
+        wanted = [(n.host, n.path) for n in device_nodes]
+        wanted += [(m.host_path, m.container_path) for m in item.applied.mounts]
+        nodes = []
+        for host, task_path in wanted:
+            key = (host, task_path)
+            if key not in self._nodes:
+                self._nodes[key] = self._inspect(host, task_path, refused)
+            node = self._nodes[key]
+            if node is None:
+                return None
+            nodes.append(node)
+        return nodes, tuple(host for host, _ in wanted)
+
+    def _inspect(self, host: str, task_path: str, refused: dict[str, str]) -> Node | None:
+        scanner = self.scanner
+        real = scanner.roots.real(host)
+        node = scanner.inspect(real, scanner.roots.canonical(real), (), refused)
+        if node is None:
+            return None
+        node = dataclasses.replace(node, task_path=task_path)
+        if node.is_device:
+            info = scanner.sysfs.lookup(node.kind, node.major, node.minor, node.stamp)
+            if info is not None or not self.majors.registered(node.kind, node.major):
+                node = scanner._known(node, info is not None)
+        return node
+
+    def _function(self, node: Node) -> str | None:
+        if not node.is_device:
+            return None
+        info = self.scanner.sysfs.lookup(node.kind, node.major, node.minor, node.stamp)
+        return None if info is None else info.pci_bus_id
+
+    def _pci_attributes(self, address: str) -> dict[str, Attribute]:
+        if address not in self._pci:
+            scanner = self.scanner
+            ident = identity_at(scanner.roots, address)
+            attributes: dict[str, Attribute] = {}
+            if ident is not None:
+                names = scanner.pci_ids.names([_pci_key(ident)]).get(_pci_key(ident), PciNames())
+                attributes = _pci_attributes(read_function(scanner.roots, ident), names)
+            self._pci[address] = attributes
+        return self._pci[address]
+
+    def _found(
+        self,
+        kind: Kind,
+        item: Selected,
+        nodes: list[Node],
+        hosts: tuple[str, ...],
+        address: str | None,
+        notes: set[str],
+    ) -> Found:
+        assert kind.cdi is not None
+        attributes = {"cdi_kind": Attribute(item.device.kind)}
+        attributes.update(annotation_attributes(item.device))
+        if address is not None:
+            attributes.update(self._pci_attributes(address))
+        skipped = uncarried(item.applied)
+        if skipped and kind.cdi.skip_hooks:
+            attributes["cdi_skipped"] = Attribute("; ".join(skipped))
+            notes.update(
+                f'device "{kind.label}": its CDI devices are offered without what Nomad cannot'
+                f' apply (hooks = "skip"): {what}'
+                for what in skipped
+            )
+        return Found(
+            kind.label, item.id, "cdi", tuple(nodes), attributes, address,
+            cdi=CdiMatch(item.device, item.applied, skipped, hosts),
+        )  # fmt: skip

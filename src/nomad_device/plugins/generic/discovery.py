@@ -53,7 +53,6 @@ from nomad_device.plugins.generic.pci import (
     PciFunction,
     PciIdentity,
     class_text,
-    identity_at,
     matches_nodes,
     pci_bandwidth,
     pci_functions,
@@ -72,8 +71,7 @@ from nomad_device.plugins.generic.sysfs import (
 from nomad_device.plugins.generic.trust import Checked, PathCheck
 
 if TYPE_CHECKING:  # CDI's modules load with the first cdi block
-    from nomad_device.plugins.generic.cdi import Device as CdiDevice
-    from nomad_device.plugins.generic.cdidevices import CdiSpecs, Majors, Selected
+    from nomad_device.plugins.generic.cdidevices import CdiFinder, CdiMatch
 
 __all__ = [
     "Found",
@@ -162,9 +160,7 @@ class Found:
     pci: PciFunction | None = None
     expect_driver: str | None = None  # the driver the matching pci block names
     unfiltered: tuple[str, ...] = ()  # nodes left out by the block's ``nodes``
-    cdi: CdiDevice | None = None  # the CDI device (source "cdi")
-    cdi_skipped: tuple[str, ...] = ()  # its edits a reservation cannot carry
-    cdi_hosts: tuple[str, ...] = ()  # each node's host path as the spec gives it
+    cdi: CdiMatch | None = None  # the CDI device (source "cdi")
 
     @property
     def all_nodes(self) -> tuple[Node, ...]:
@@ -179,7 +175,7 @@ class Found:
         if self.source == "pci" and self.pci is not None:
             return f"pci {self.pci.address}"
         if self.cdi is not None:
-            return f"cdi {self.cdi.qualified}"
+            return f"cdi {self.cdi.device.qualified}"
         return None
 
 
@@ -255,7 +251,7 @@ class Scanner:
         self.sysfs = SysfsCache(roots)
         self.trust = PathCheck(roots, self.sysfs)
         self.pci_ids = PciIds(roots.pci_ids_paths, self._unreadable)
-        self._cdi: tuple[CdiSpecs, Majors] | None = None
+        self._cdi: CdiFinder | None = None
 
     def _unreadable(self, path: str) -> str | None:
         """Why a file the plugin reads names from is not to be believed (:mod:`.trust`)."""
@@ -515,102 +511,13 @@ class Scanner:
 
     # -- CDI -------------------------------------------------------------------------------
 
-    def _cdi_devices(self, kind: Kind, refused: dict[str, str], notes: set[str]) -> list[Found]:
-        """The CDI devices a block's ``cdi`` matches (:mod:`.cdidevices`), each with its
-        host paths judged as every other match's; one it may not have is not offered."""
-        from nomad_device.plugins.generic import cdidevices
-
-        assert kind.cdi is not None
+    def _cdi_finder(self) -> CdiFinder:
+        """CDI's modules load with the first cdi block (:mod:`.cdidevices`)."""
         if self._cdi is None:
-            self._cdi = (cdidevices.CdiSpecs(self.trust), cdidevices.Majors())
-        catalog = self._cdi[0].catalog(kind.cdi.spec_dirs)
-        notes.update(cdidevices.notes(catalog))
-        built: list[tuple[Selected, tuple[list[Node], tuple[str, ...]], list[Node], set[str]]] = []
-        for item in cdidevices.select(kind.cdi, catalog):
-            found = self._cdi_nodes(item, refused)
-            if found is not None:
-                own = set(cdidevices.own_paths(item.device))
-                mine = [n for n in found[0] if n.task_path in own]
-                known = {a for n in mine if (a := self._node_pci(n)) is not None}
-                built.append((item, found, mine, known))
-        # A node sysfs knows nothing of (NVIDIA's /dev/nvidia0) takes the PCI function of
-        # the devices of its spec that list it beside nodes sysfs places (the GPU's DRM
-        # nodes): so a MIG device gets its GPU's locality.
-        by_node: dict[tuple[str, str], set[str]] = {}
-        for item, _, mine, known in built:
-            if len(known) == 1:
-                for node in mine:
-                    by_node.setdefault((item.device.spec_path, node.path), set()).update(known)
-        out = []
-        for item, nodes, mine, known in built:
-            if not known:
-                for node in mine:
-                    known |= by_node.get((item.device.spec_path, node.path), set())
-            address = next(iter(known)) if len(known) == 1 else None
-            out.append(self._cdi_found(kind, item, nodes, address, notes))
-        return out
+            from nomad_device.plugins.generic.cdidevices import CdiFinder
 
-    def _cdi_nodes(
-        self, item: Selected, refused: dict[str, str]
-    ) -> tuple[list[Node], tuple[str, ...]] | None:
-        """The device's nodes (its own first) and mount sources, through :mod:`.trust`,
-        with their host paths as the spec gives them."""
-        from nomad_device.plugins.generic.cdidevices import own_paths
-
-        assert self._cdi is not None
-        majors = self._cdi[1]
-        own = own_paths(item.device)
-        device_nodes = sorted(item.applied.device_nodes, key=lambda n: n.path not in own)
-        wanted = [(n.host, n.path) for n in device_nodes]
-        wanted += [(m.host_path, m.container_path) for m in item.applied.mounts]
-        nodes: list[Node] = []
-        for host, task_path in wanted:
-            real = self.roots.real(host)
-            node = self.inspect(real, self.roots.canonical(real), (), refused)
-            if node is None:
-                return None
-            node = dataclasses.replace(node, task_path=task_path)
-            if node.is_device:
-                info = self.sysfs.lookup(node.kind, node.major, node.minor, node.stamp)
-                if info is not None or not majors.registered(node.kind, node.major):
-                    node = self._known(node, info is not None)
-            nodes.append(node)
-        return nodes, tuple(host for host, _ in wanted)
-
-    def _node_pci(self, node: Node) -> str | None:
-        if not node.is_device:
-            return None
-        info = self.sysfs.lookup(node.kind, node.major, node.minor, node.stamp)
-        return None if info is None else info.pci_bus_id
-
-    def _cdi_found(
-        self,
-        kind: Kind,
-        item: Selected,
-        nodes: tuple[list[Node], tuple[str, ...]],
-        address: str | None,
-        notes: set[str],
-    ) -> Found:
-        from nomad_device.plugins.generic import cdidevices
-
-        assert kind.cdi is not None
-        attributes = {"cdi_kind": Attribute(item.device.kind)}
-        attributes.update(cdidevices.annotation_attributes(item.device))
-        ident = identity_at(self.roots, address) if address is not None else None
-        if ident is not None:
-            names = self.pci_ids.names([_pci_key(ident)]).get(_pci_key(ident), PciNames())
-            attributes.update(_pci_attributes(read_function(self.roots, ident), names))
-        skipped = cdidevices.uncarried(item.applied)
-        if skipped and kind.cdi.skip_hooks:
-            attributes["cdi_skipped"] = Attribute("; ".join(skipped))
-            notes.add(
-                f'device "{kind.label}": CDI device {item.device.qualified} is offered without'
-                f' what Nomad cannot apply (hooks = "skip"): {"; ".join(skipped)}'
-            )
-        return Found(
-            kind.label, item.id, "cdi", tuple(nodes[0]), attributes, address,
-            cdi=item.device, cdi_skipped=skipped, cdi_hosts=nodes[1],
-        )  # fmt: skip
+            self._cdi = CdiFinder(self)
+        return self._cdi
 
     # -- everything ------------------------------------------------------------------------
 
@@ -618,8 +525,7 @@ class Scanner:
         self.sysfs.new_scan()
         self.trust.new_scan()
         if self._cdi is not None:
-            self._cdi[0].new_scan()
-            self._cdi[1].new_scan()
+            self._cdi.new_scan()
         empty: set[tuple[str, str]] = set()
         notes: set[str] = set()
         refused: dict[tuple[str, str], str] = {}
@@ -655,7 +561,7 @@ class Scanner:
                 if found is not None:
                     candidates.append(found)
             if kind.cdi is not None:
-                candidates.extend(self._cdi_devices(kind, mine, notes))
+                candidates.extend(self._cdi_finder().found(kind, mine, notes))
             companions = self._companions(kind, empty, mine) if kind.companions else ()
             if companions is None:
                 candidates = []  # a companion it may not have: the block offers nothing

@@ -18,9 +18,10 @@ Both only say *that* something may have changed; the rescan finds out what.
   inotify watches, and a tree that outgrows the cap is seen at the poll
   period.
 - **inotify on CDI spec directories** (``cdi`` blocks' ``spec_dirs``), for
-  files written, replaced, removed or their modes changed: a regenerated
-  spec is seen at once. A directory that does not exist yet is watched for
-  from its parent.
+  ``.json`` and ``.yaml`` files written, replaced, removed or their modes
+  changed, and the directories themselves appearing or going: a regenerated
+  spec is seen at once, a generator's temporary file costs nothing. A
+  directory that does not exist yet is watched for from its parent.
 
 Where a facility is unavailable the source logs it once and stays silent:
 the fingerprint period is then the only mechanism.
@@ -40,9 +41,17 @@ from nomad_device.plugins.generic.discovery import id_base
 from nomad_device.plugins.generic.patterns import leads_to_match
 from nomad_device.plugins.generic.roots import Roots
 from nomad_device.plugins.generic.trust import untrusted_dir
-from nomad_device.sources import CHANGES, LISTING, Inotify, inotify, uevents
+from nomad_device.sources import CHANGES, LISTING, FileEvent, Inotify, inotify, uevents
 
-__all__ = ["SUBSYSTEMS", "EventWatch", "Tree", "cdi_spec_dirs", "descend", "watch_dirs"]
+__all__ = [
+    "SUBSYSTEMS",
+    "EventWatch",
+    "Tree",
+    "cdi_spec_dirs",
+    "descend",
+    "spec_change",
+    "watch_dirs",
+]
 
 _USB_DIR: Final = "/dev/bus/usb"
 #: Where the nodes of PCI functions appear: a driver's own, DRM's, accel's, VFIO's.
@@ -128,6 +137,17 @@ def cdi_spec_dirs(kinds: Sequence[Kind]) -> list[str]:
     return list(dirs)
 
 
+def spec_change(event: FileEvent) -> bool:
+    """Whether a change in a spec directory can change what it defines: one to a
+    ``.json`` or ``.yaml`` file, or to the directory itself. The library's own watch
+    ignores the rest: a generator's temporary file is nothing until renamed into place."""
+    if event.path == event.root:
+        return True
+    name = os.path.basename(event.path)
+    dot = name.rfind(".")
+    return dot >= 0 and name[dot:] in (".json", ".yaml")
+
+
 def descend(tree: Tree, roots: Roots) -> Callable[[str], bool]:
     """Which subdirectories a tree's inotify source watches: those that may lead to a
     match, inside directories only root can write (matches anywhere else would be
@@ -175,8 +195,9 @@ class EventWatch:
             if flat:
                 sources.append(inotify(*flat, mask=LISTING))
             specs = cdi_spec_dirs(kinds())
-            if specs:
-                sources.append(inotify(*specs, mask=CHANGES))
+            spec_source = inotify(*specs, mask=CHANGES) if specs else None
+            if spec_source is not None:
+                sources.append(spec_source)
             for tree in trees:
                 source = inotify(
                     *tree.dirs,
@@ -190,7 +211,8 @@ class EventWatch:
             try:
                 async with asyncio.TaskGroup() as tasks:
                     for source in sources:
-                        tasks.create_task(self._drain(source))
+                        wanted = spec_change if source is spec_source else None
+                        tasks.create_task(self._drain(source, wanted))
                     if any(source.available for source in sources):
                         self._rescan()  # whatever changed before the watches were in place
                     await self._changed.wait()
@@ -200,7 +222,11 @@ class EventWatch:
                 for source in sources:
                     source.close()
 
-    async def _drain(self, source: Inotify) -> None:
+    async def _drain(
+        self, source: Inotify, wanted: Callable[[FileEvent], bool] | None = None
+    ) -> None:
+        """A rescan per batch (only for batches with an event ``wanted`` accepts, if given)."""
         with source:
-            async for _batch in source:
-                self._rescan()
+            async for batch in source:
+                if wanted is None or batch.overflow or any(map(wanted, batch.events)):
+                    self._rescan()

@@ -108,18 +108,32 @@ def _accessible(path: str, mode: int) -> bool:
 _CDI_TYPES: Final = {"b": "block", "c": "char", "u": "char"}
 
 
-def cdi_problem(found: Found, skip_hooks: bool, canonical: Callable[[str], str]) -> str | None:
+def cdi_problem(
+    found: Found,
+    skip_hooks: bool,
+    canonical: Callable[[str], str],
+    seen: dict[tuple[int, str], str | None] | None = None,
+) -> str | None:
     """Why a CDI device is unhealthy: edits Nomad cannot make (unless the block skips
     them), then its nodes: each a device node of the kind and numbers the spec gives
     (when it gives them), the kernel's, and accessible with CDI's permissions; each
-    mount's source there and readable."""
+    mount's source there and readable. ``seen`` keeps node verdicts for a scan: the
+    devices of a spec share most of their nodes and mounts."""
+    seen = {} if seen is None else seen
+
+    def verdict(node: Node, wanted: str) -> str | None:
+        key = (id(node), wanted)  # the scan's nodes live as long as the scan's verdicts
+        if key not in seen:
+            seen[key] = node_problem(node, wanted, None, canonical)
+        return seen[key]
+
     from nomad_device.plugins.generic import cdi, cdidevices
 
     if found.cdi is None:
         return None
-    if found.cdi_skipped and not skip_hooks:
-        return cdidevices.refusal(found.cdi_skipped)
-    applied = cdi.apply(found.cdi.resolved)
+    if found.cdi.skipped and not skip_hooks:
+        return cdidevices.refusal(found.cdi.skipped)
+    applied = found.cdi.applied
     specs = {n.path: n for n in applied.device_nodes}
     mounts = {m.container_path: m for m in applied.mounts}
     for node in found.nodes[: len(applied.device_nodes)]:
@@ -144,12 +158,12 @@ def cdi_problem(found: Found, skip_hooks: bool, canonical: Callable[[str], str])
                 f"{node.task_path} is {node.major}:{node.minor}, but the spec says"
                 f" {spec.major}:{spec.minor}"
             )
-        problem = node_problem(node, cdi.cgroup_access(spec), None, canonical)
+        problem = verdict(node, cdi.cgroup_access(spec))
         if problem is not None:
             return problem
     for node in found.nodes[len(applied.device_nodes) :]:
         mount = mounts[node.task_path]
-        problem = node_problem(node, "r" if mount.read_only else "rw", None, canonical)
+        problem = verdict(node, "r" if mount.read_only else "rw")
         if problem is not None:
             return problem
     return None

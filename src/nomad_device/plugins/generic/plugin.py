@@ -117,6 +117,8 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self._prober = Prober(self, self.rescan, self.log)
         self._rescan_at = math.inf
         self._events = EventWatch(self.roots, self.rescan)
+        # Node verdicts of CDI devices within one scan (they share their spec's nodes).
+        self._cdi_verdicts: dict[tuple[int, str], str | None] = {}
 
     # -- config ------------------------------------------------------------------
 
@@ -181,6 +183,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self, settings: Settings, scan: ScanResult, previous: Snapshot
     ) -> tuple[list[Entry], dict[Key, ProbeTarget]]:
         now, wall = time.monotonic(), time.time()
+        self._cdi_verdicts.clear()
         before = {e.key: e for e in previous.entries}
         entries: list[Entry] = []
         targets: dict[Key, ProbeTarget] = {}
@@ -228,7 +231,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
             problem = pci_problem(found, kind.require_full_link, aer)
         elif found.source == "cdi":
             skip = kind.cdi is not None and kind.cdi.skip_hooks
-            problem = cdi_problem(found, skip, self.roots.canonical)
+            problem = cdi_problem(found, skip, self.roots.canonical, self._cdi_verdicts)
         for node in found.all_nodes:
             if problem is not None or found.source == "cdi":
                 break

@@ -79,12 +79,13 @@ def _cdi_grants(
     from nomad_device.plugins.generic import cdi
     from nomad_device.plugins.generic.cdidevices import BIND_TYPES, primary, uncarried
 
-    devices = [e.found.cdi for e in members if e.found.cdi is not None]
+    devices = [e.found.cdi.device for e in members if e.found.cdi is not None]
     applied = cdi.apply(cdi.merge(devices))
     scanned = {
         (host, node.task_path): node
         for e in members
-        for host, node in zip(e.found.cdi_hosts, e.found.nodes, strict=True)
+        if e.found.cdi is not None
+        for host, node in zip(e.found.cdi.hosts, e.found.nodes, strict=True)
     }
     for spec in applied.device_nodes:
         node = scanned.get((spec.host, spec.path))

@@ -28,6 +28,7 @@ corpus and on generated specs.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -115,28 +116,24 @@ def parse(data: bytes) -> Node | None:
     return node
 
 
+#: Characters go-yaml's reader refuses; a lone surrogate stands for a byte that is not UTF-8.
+_BAD: Final = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+#: What ends a plain scalar of block context (or makes it one this module does not read).
+_BLOCK_STOP: Final = re.compile(r"\t|:(?=[ \t]|$)| #")
+#: The same in a flow collection.
+_FLOW_STOP: Final = re.compile(r"[,\[\]{}]|:|[ \t]#")
+
+
 def _first_bad(text: str) -> tuple[int, str] | None:
     """The line and description of the first character go-yaml's reader refuses."""
-    for index, ch in enumerate(text):
-        if not _printable(ch):
-            line = text.count("\n", 0, index) + 1
-            if 0xDC80 <= ord(ch) <= 0xDCFF:
-                return line, "invalid UTF-8"
-            return line, f"control character {ch!r} (go-yaml allows none)"
-    return None
-
-
-def _printable(ch: str) -> bool:
-    """The characters go-yaml's reader accepts (anything else: "control characters
-    are not allowed")."""
-    code = ord(ch)
-    return (
-        code in (0x09, 0x0A, 0x0D, 0x85)
-        or 0x20 <= code <= 0x7E
-        or 0xA0 <= code <= 0xD7FF
-        or 0xE000 <= code <= 0xFFFD
-        or 0x10000 <= code <= 0x10FFFF
-    )
+    found = _BAD.search(text)
+    if found is None:
+        return None
+    line = text.count("\n", 0, found.start()) + 1
+    ch = found.group()
+    if 0xDC80 <= ord(ch) <= 0xDCFF:
+        return line, "invalid UTF-8"
+    return line, f"control character {ch!r} (go-yaml allows none)"
 
 
 class _Parser:
@@ -319,9 +316,11 @@ class _Parser:
                 return Seq(tuple(items), line)
 
     def skip_spaces(self) -> None:
-        while self.ch() == " ":
-            self.col += 1
-        if self.ch() == "\t":
+        line, col = self.line, self.col
+        while col < len(line) and line[col] == " ":
+            col += 1
+        self.col = col
+        if col < len(line) and line[col] == "\t":
             raise self.unsupported("a tab in block context")
 
     def end_of_line(self) -> None:
@@ -344,6 +343,18 @@ class _Parser:
 
     def key_ahead(self) -> bool:
         """Whether a ``key:`` starts at the cursor (which does not move)."""
+        line = self.line
+        if self.col < len(line) and line[self.col] not in "\"'?":
+            # A plain key: what plain_block stops at must be a ":" (the common case,
+            # decided without raising).
+            stop = _BLOCK_STOP.search(line, self.col)
+            if stop is None or stop.group() != ":" or stop.start() == self.col:
+                return False
+            if line[self.col] in _INDICATORS or (
+                line[self.col] in "-:" and self.col + 1 < len(line) and line[self.col + 1] in " \t"
+            ):
+                return False
+            return stop.start() - self.col <= MAX_KEY
         row, col = self.row, self.col
         try:
             self.key()
@@ -397,27 +408,19 @@ class _Parser:
         ``:`` before a blank."""
         self.plain_start(flow=False)
         line, start = self.line, self.col
-        end = start
-        at = start
-        while at < len(line):
-            ch = line[at]
-            if ch == "\t":
-                raise self.unsupported("a tab in block context")
-            if ch == ":" and (at + 1 >= len(line) or line[at + 1] in " \t"):
-                if key:
-                    break
-                self.col = at
-                raise self.fail("mapping values are not allowed in this context")
-            if ch == "#" and at > start and line[at - 1] == " ":
-                break
-            at += 1
-            if ch != " ":
-                end = at
-        self.col = end
+        stop = _BLOCK_STOP.search(line, start)
+        end = len(line) if stop is None else stop.start()
+        if stop is not None and stop.group() == "\t":
+            raise self.unsupported("a tab in block context")
+        if stop is not None and stop.group() == ":" and not key:
+            self.col = end
+            raise self.fail("mapping values are not allowed in this context")
+        text = line[start:end].rstrip(" ")
+        self.col = start + len(text)
         if key:
             while self.ch() == " ":
                 self.col += 1
-        return line[start:end]
+        return text
 
     def quoted(self) -> Scalar:
         """A single- or double-quoted scalar, on one line."""
@@ -505,22 +508,14 @@ class _Parser:
     def plain_flow(self) -> Scalar:
         self.plain_start(flow=True)
         line, start, line_no = self.line, self.col, self.row + 1
-        at = end = start
-        while at < len(line):
-            ch = line[at]
-            if ch in _FLOW_ENDS:
-                break
-            if ch == ":":
-                if at + 1 >= len(line) or line[at + 1] in " \t":
-                    break
-                raise self.unsupported("a ':' inside a plain scalar of a flow collection")
-            if ch == "#" and line[at - 1] in " \t":
-                break
-            at += 1
-            if ch not in " \t":
-                end = at
-        self.col = end
-        return Scalar(line[start:end], True, line_no)
+        stop = _FLOW_STOP.search(line, start)
+        end = len(line) if stop is None else stop.start()
+        inside = end + 1 < len(line) and line[end + 1] not in " \t"
+        if stop is not None and stop.group() == ":" and inside:
+            raise self.unsupported("a ':' inside a plain scalar of a flow collection")
+        text = line[start:end].rstrip(" \t")
+        self.col = start + len(text)
+        return Scalar(text, True, line_no)
 
     def after_flow_item(self, closing: str) -> bool:
         """After an entry: True at ``,`` (consumed), False at the closing bracket."""
