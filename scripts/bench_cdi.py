@@ -123,8 +123,13 @@ def make_host(base: Path, gpus: int, mounts: int) -> tuple[Path, Path, Path, dic
         path = lib / f"libnvidia-{index}.so.550.54.15"
         path.write_text("ELF")
         path.chmod(0o644)
-        libs.append({"containerPath": f"/usr/lib/x86_64-linux-gnu/{path.name}", "hostPath": str(path),
-                     "options": ["ro", "nosuid", "nodev", "bind"]})  # fmt: skip
+        libs.append(
+            {
+                "containerPath": f"/usr/lib/x86_64-linux-gnu/{path.name}",
+                "hostPath": str(path),
+                "options": ["ro", "nosuid", "nodev", "bind"],
+            }
+        )
     spec = {
         "cdiVersion": "0.5.0",
         "containerEdits": {
