@@ -57,6 +57,12 @@ _USB_DIR: Final = "/dev/bus/usb"
 #: Where the nodes of PCI functions appear: a driver's own, DRM's, accel's, VFIO's.
 _PCI_DIRS: Final = ("/dev", "/dev/dri", "/dev/accel", "/dev/vfio")
 
+#: How long a change in a CDI spec directory may wait behind the one before (the
+#: sources' 250 ms default would hold a generator's rename that follows its write of
+#: the temporary file by more than the 2 ms settle; the directories are root's, and
+#: 20 batches a second is no storm).
+SPEC_MAX_DELAY: Final = 0.05
+
 #: Kernel subsystems whose uevents may change what a block matches.
 SUBSYSTEMS: Final = (
     "usb",
@@ -195,7 +201,7 @@ class EventWatch:
             if flat:
                 sources.append(inotify(*flat, mask=LISTING))
             specs = cdi_spec_dirs(kinds())
-            spec_source = inotify(*specs, mask=CHANGES) if specs else None
+            spec_source = inotify(*specs, mask=CHANGES, max_delay=SPEC_MAX_DELAY) if specs else None
             if spec_source is not None:
                 sources.append(spec_source)
             for tree in trees:
