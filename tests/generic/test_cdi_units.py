@@ -7,6 +7,7 @@ and reasons the plugin writes, and a few rules worth seeing without Go.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,20 @@ def test_majors_are_read_from_proc_devices(tmp_path: Path) -> None:
     assert majors.registered("char", 195) and majors.registered("char", 236)
     assert majors.registered("block", 7) and not majors.registered("char", 7)
     assert not Majors(str(tmp_path / "absent")).registered("char", 1)
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins" / "generic.md"
+
+
+def test_the_page_shows_an_nvidia_spec_the_plugin_reads() -> None:
+    """generic.md's NVIDIA example is a spec as nvidia-ctk writes it, MIG devices
+    included, and the plugin reads it; its agent config is a cdi block."""
+    text = DOC.read_text()
+    (yaml,) = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    spec = cdi.read_spec(yaml.encode(), "/var/run/cdi/nvidia.yaml", 1)
+    assert spec.kind == "nvidia.com/gpu"
+    names = set(spec.devices)
+    assert {"0", "0:1", "all"} <= names
+    assert any(n.startswith("MIG-") for n in names) and any(n.startswith("GPU-") for n in names)
+    assert "cdi {" in text and 'kind    = "nvidia.com/gpu"' in text
+    assert "needs CDI hooks Nomad cannot run" in text and "LD_LIBRARY_PATH" in text
