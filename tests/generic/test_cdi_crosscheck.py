@@ -108,3 +108,16 @@ def test_generated_specs_read_as_in_go(
         return
     problem = disagreement(py, go)
     assert problem is None, f"{layout}\n{problem}"
+
+
+def test_the_generated_specs_were_worth_comparing() -> None:
+    """The comparison above means little if generated specs rarely load or are mostly
+    declined (it runs after that test, in this module's order, and counts).
+
+    Run with ``-s`` for the counts the docs quote.
+    """
+    print(f"\nCDI cross-check: {COUNTS}")
+    if not COUNTS.get("generated layouts"):
+        pytest.skip("the generated cross-check did not run in this session")
+    assert COUNTS.get("devices", 0) > COUNTS["generated layouts"] / 2, COUNTS
+    assert COUNTS.get("declined (damaged)", 0) < COUNTS["generated layouts"] * 0.1, COUNTS
