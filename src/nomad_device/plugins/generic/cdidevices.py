@@ -113,6 +113,14 @@ class CdiSpecs:
         return found
 
     def load(self, path: str, priority: int) -> cdi.Spec:
+        """One spec file, as :func:`.cdi.scan_dirs` asks for it; a file replaced between
+        the check and the read (a generator's rename) is looked at once more."""
+        try:
+            return self._load(path, priority)
+        except _Replaced:
+            return self._load(path, priority)
+
+    def _load(self, path: str, priority: int) -> cdi.Spec:
         checked = self._trust.check(path)
         if not checked.ok:
             raise cdi.SpecError(f"not read: {checked.refusal}")
@@ -133,12 +141,18 @@ class CdiSpecs:
         else:
             try:
                 outcome = cdi.read_spec(_read(checked.resolved, info), path, priority)
+            except _Replaced:
+                raise
             except cdi.SpecError as exc:
                 outcome = exc
             self._cache[key] = (identity, outcome)
         if isinstance(outcome, cdi.SpecError):
             raise outcome
         return outcome
+
+
+class _Replaced(cdi.SpecError):
+    """The file is another than the one the trust check looked at."""
 
 
 def _read(path: str, checked: os.stat_result) -> bytes:
@@ -152,7 +166,7 @@ def _read(path: str, checked: os.stat_result) -> bytes:
     try:
         info = os.fstat(fd)
         if (info.st_dev, info.st_ino) != (checked.st_dev, checked.st_ino):
-            raise cdi.SpecError("it was replaced while being read")
+            raise _Replaced("it was replaced while being read")
         if not stat.S_ISREG(info.st_mode):
             raise cdi.SpecError("not a regular file")
         chunks = []
