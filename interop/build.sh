@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the interop tools: the Go host (real go-plugin client, configured the
-# way Nomad's plugin loader configures it) and a small Go device plugin.
+# way Nomad's plugin loader configures it), a small Go device plugin, the agent
+# config decoder and the CDI spec reader (interop/cdi, a module of its own).
 #
 #   bash interop/build.sh
 #
@@ -70,4 +71,7 @@ fi
 go build -o "$bin/gohost" ./cmd/gohost
 go build -o "$bin/goplugin" ./cmd/goplugin
 go build -o "$bin/agentcfg" ./cmd/agentcfg
-echo "built $bin/gohost, $bin/goplugin and $bin/agentcfg" >&2
+# A module of its own: the CDI reference library and its dependencies stay out of
+# the plugin tools' go.mod.
+(cd cdi && go build -o "$bin/cdicheck" .)
+echo "built $bin/gohost, $bin/goplugin, $bin/agentcfg and $bin/cdicheck" >&2

@@ -79,8 +79,8 @@ def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
         time.sleep(0.02)
 
 
-def logged(launched: Launched, text: str, timeout: float = 10.0) -> list[str]:
-    """Messages containing ``text`` (with their fields), once one arrived."""
+def logged(launched: Launched, text: str, timeout: float = 10.0, count: int = 1) -> list[str]:
+    """Messages containing ``text`` (with their fields), once ``count`` arrived."""
 
     def render() -> list[str]:
         out = []
@@ -90,7 +90,7 @@ def logged(launched: Launched, text: str, timeout: float = 10.0) -> list[str]:
                 out.append(line)
         return out
 
-    wait_until(lambda: bool(render()), timeout)
+    wait_until(lambda: len(render()) >= count, timeout)
     return render()
 
 

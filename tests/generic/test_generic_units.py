@@ -43,7 +43,8 @@ def refused(**blocks: DeviceBlock) -> str:
         ),
         (
             DeviceBlock(),
-            'device "x": give paths, usb or pci blocks (or several): this block matches nothing',
+            'device "x": give paths, usb or pci blocks (or several), or a cdi block: this block'
+            " matches nothing",
         ),
         (
             DeviceBlock(paths=["dev/kvm"]),

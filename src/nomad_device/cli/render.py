@@ -251,11 +251,26 @@ def render_stats(groups: Sequence[DeviceGroupStats], style: Style) -> str:
     return "\n\n".join(parts)
 
 
+#: A variable a plugin names what it could not give the task in (nomad-device-generic's
+#: CDI devices: hooks and other edits a reservation has no place for), "; "-separated.
+SKIPPED_SUFFIX = "_CDI_SKIPPED"
+
+
 def render_reservation(res: Reservation, style: Style) -> str:
     lines = []
     if res.envs:
         lines.append(style.bold("Environment"))
         lines.extend(f"  {k}={v}" for k, v in sorted(res.envs.items()))
+    skipped = [
+        item
+        for key, value in sorted(res.envs.items())
+        if key.endswith(SKIPPED_SUFFIX)
+        for item in value.split("; ")
+        if item
+    ]
+    if skipped:
+        lines.append(style.bold("Skipped (the task does not get these)"))
+        lines.extend(f"  {style.yellow(item)}" for item in skipped)
     if res.mounts:
         lines.append(style.bold("Mounts"))
         lines.append(

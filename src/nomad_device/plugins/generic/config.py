@@ -25,7 +25,10 @@ from nomad_device.plugin.nomadapi import NomadConfig
 from nomad_device.plugins.sharing import MAX_SHARE
 
 __all__ = [
+    "DEFAULT_SPEC_DIRS",
     "DEFAULT_VENDOR",
+    "CdiBlock",
+    "CdiMatcher",
     "DeviceBlock",
     "GenericConfig",
     "Kind",
@@ -49,6 +52,8 @@ DEFAULT_VENDOR: Final = "generic"
 CGROUP_LETTERS: Final = "rwm"
 #: Device cgroup permissions when a block sets none.
 DEFAULT_PERMISSIONS: Final = "rw"
+#: CDI's own spec directories: static specs, then generated ones (which take precedence).
+DEFAULT_SPEC_DIRS: Final = ("/etc/cdi", "/var/run/cdi")
 
 
 @dataclass(frozen=True)
@@ -116,10 +121,27 @@ class ReleaseBlock:
 
 
 @dataclass(frozen=True)
+class CdiBlock:
+    """``cdi { ... }``: the devices CDI spec files describe (``nvidia-ctk cdi generate``...).
+
+    ``kind`` (``"nvidia.com/gpu"``) and ``devices`` (CDI device names) take globs;
+    ``hooks`` says what becomes of a device whose spec needs edits Nomad cannot
+    make (hooks, ``intelRdt``, ``additionalGids``, ``netDevices``): ``"refuse"``
+    reports it unhealthy, ``"skip"`` offers it without them.
+    """
+
+    kind: str
+    devices: list[str] | None = None
+    spec_dirs: list[str] | None = None
+    hooks: str = "refuse"
+
+
+@dataclass(frozen=True)
 class DeviceBlock:
     """``device "<label>" { ... }``: one kind of device, one group in Nomad."""
 
-    vendor: str = DEFAULT_VENDOR
+    # Unset: "generic", or a cdi block's kind's vendor ("nvidia.com").
+    vendor: str | None = None
     type: str | None = None
     name: str | None = None
     # The lists of strings are optional without a default (None: empty): a Nomad
@@ -130,6 +152,7 @@ class DeviceBlock:
     paths: list[str] | None = None
     usb: list[UsbBlock] = field(default_factory=list)
     pci: list[PciBlock] = field(default_factory=list)
+    cdi: CdiBlock | None = None
     # Which of a matched PCI or USB device's own nodes it brings (all when empty):
     # names ("renderD*") or paths under /dev ("dri/renderD*").
     nodes: list[str] | None = None
@@ -226,6 +249,21 @@ class PciMatcher:
 
 
 @dataclass(frozen=True)
+class CdiMatcher:
+    """A validated ``cdi`` block."""
+
+    kind: str  # a glob over spec kinds
+    devices: tuple[str, ...]  # globs over device names; () matches every one
+    spec_dirs: tuple[str, ...]
+    skip_hooks: bool  # hooks = "skip"
+
+    def matches(self, kind: str, name: str) -> bool:
+        if not fnmatch.fnmatchcase(kind, self.kind):
+            return False
+        return not self.devices or any(fnmatch.fnmatchcase(name, g) for g in self.devices)
+
+
+@dataclass(frozen=True)
 class ProbeSpec:
     command: tuple[str, ...]
     timeout: float
@@ -258,6 +296,7 @@ class Kind:
     require_full_link: bool = False
     # The release command; its interval is unused.
     release: ProbeSpec | None = None
+    cdi: CdiMatcher | None = None
 
     @property
     def patterns(self) -> tuple[str, ...]:
@@ -297,6 +336,9 @@ _GO_BOOLS: Final = {
 # Longest first, as Nomad tries them: "MiB/s" before "B/s"-less "MiB".
 _UNITS_BY_LENGTH: Final = tuple(sorted(UNITS, key=lambda u: (-len(u), u)))
 _INT64: Final = 1 << 63
+#: A CDI kind, globs allowed: one "/" between the vendor and the class.
+_CDI_KIND: Final = re.compile(r"[A-Za-z0-9_.*?\[\]!-]+/[A-Za-z0-9_.*?\[\]!-]+")
+_GLOB: Final = re.compile(r"[*?\[]")
 
 
 def env_prefix(label: str) -> str:
@@ -445,16 +487,70 @@ def _seconds(delta: timedelta) -> float:
     return delta.total_seconds()
 
 
+def _cdi_matcher(block: DeviceBlock, label: str, problems: _Problems) -> CdiMatcher | None:
+    cdi = block.cdi
+    if cdi is None:
+        return None
+    if not _CDI_KIND.fullmatch(cdi.kind):
+        problems.add(
+            label,
+            "cdi.kind",
+            f'{_q(cdi.kind)} is not a CDI kind: "vendor/class", as in "nvidia.com/gpu"'
+            ' (globs allowed: "nvidia.com/*")',
+        )
+    for i, pattern in enumerate(cdi.devices or []):
+        if not pattern or "\x00" in pattern:
+            problems.add(label, f"cdi.devices[{i}]", f"{_q(pattern)} is not a device name or glob")
+    if cdi.spec_dirs is not None and not cdi.spec_dirs:
+        problems.add(label, "cdi.spec_dirs", "give at least one directory (or leave it unset)")
+    for i, directory in enumerate(cdi.spec_dirs or []):
+        if not directory.startswith("/") or "\x00" in directory:
+            problems.add(label, f"cdi.spec_dirs[{i}]", f"{_q(directory)} is not an absolute path")
+    if cdi.hooks not in ("refuse", "skip"):
+        problems.add(label, "cdi.hooks", f'{_q(cdi.hooks)} must be "refuse" or "skip"')
+    others = {
+        "paths": bool(block.paths), "usb": bool(block.usb), "pci": bool(block.pci),
+        "nodes": bool(block.nodes), "companions": bool(block.companions),
+        "permissions": block.permissions is not None, "task_path": block.task_path is not None,
+        "require_full_link": block.require_full_link,
+    }  # fmt: skip
+    for key, given in others.items():
+        if given:
+            problems.add(
+                label,
+                key,
+                "cannot be combined with a cdi block: the spec says what each device brings"
+                " (give the CDI devices a block of their own)",
+            )
+    return CdiMatcher(
+        kind=cdi.kind,
+        devices=tuple(cdi.devices or ()),
+        spec_dirs=tuple(cdi.spec_dirs) if cdi.spec_dirs else DEFAULT_SPEC_DIRS,
+        skip_hooks=cdi.hooks == "skip",
+    )
+
+
 def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
     if not label.strip():
         problems.add(label, "", "the label must not be empty")
+    cdi = _cdi_matcher(block, label, problems)
+    # A cdi block's group is named after its kind ("nvidia.com/gpu": vendor "nvidia.com",
+    # type "gpu"), where the kind has no wildcard there.
+    cdi_vendor, _, cdi_class = (cdi.kind if cdi is not None else "").partition("/")
     vendor = block.vendor
+    if vendor is None:
+        vendor = cdi_vendor if cdi_vendor and not _GLOB.search(cdi_vendor) else DEFAULT_VENDOR
     if not vendor:
         problems.add(label, "vendor", "must not be empty")
     elif "/" in vendor:
         problems.add(label, "vendor", f"{_q(vendor)} must not contain /")
-    dtype = label if block.type is None else block.type
-    source = " (taken from the block's label; set type)" if block.type is None else ""
+    dtype = block.type
+    source = ""
+    if dtype is None and cdi_class and not _GLOB.search(cdi_class):
+        dtype = cdi_class
+    elif dtype is None:
+        dtype = label
+        source = " (taken from the block's label; set type)"
     if not dtype:
         problems.add(label, "type", "must not be empty")
     elif "/" in dtype:
@@ -465,9 +561,12 @@ def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
 
     paths, nodes = block.paths or [], block.nodes or []
     companions = block.companions or []
-    if not paths and not block.usb and not block.pci:
+    if not paths and not block.usb and not block.pci and block.cdi is None:
         problems.add(
-            label, "", "give paths, usb or pci blocks (or several): this block matches nothing"
+            label,
+            "",
+            "give paths, usb or pci blocks (or several), or a cdi block: this block matches"
+            " nothing",
         )
     for key, patterns in (("paths", paths), ("companions", companions)):
         for i, pattern in enumerate(patterns):
@@ -482,7 +581,7 @@ def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
                 f"nodes[{i}]",
                 f'{_q(pattern)} is not a node name or a path under /dev (e.g. "renderD*")',
             )
-    if nodes and not block.pci and not block.usb:
+    if nodes and not block.pci and not block.usb and block.cdi is None:
         problems.add(
             label, "nodes", "filters the nodes of pci and usb matches; this block has none"
         )
@@ -595,6 +694,7 @@ def _kind(label: str, block: DeviceBlock, problems: _Problems) -> Kind:
         companions=tuple(companions),
         require_full_link=block.require_full_link,
         release=release,
+        cdi=cdi,
     )
 
 

@@ -44,7 +44,7 @@ import re
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from nomad_device.model import Attribute
 from nomad_device.plugins.generic.config import Kind
@@ -69,6 +69,9 @@ from nomad_device.plugins.generic.sysfs import (
     usb_nodes,
 )
 from nomad_device.plugins.generic.trust import Checked, PathCheck
+
+if TYPE_CHECKING:  # CDI's modules load with the first cdi block
+    from nomad_device.plugins.generic.cdidevices import CdiFinder, CdiMatch
 
 __all__ = [
     "Found",
@@ -157,6 +160,7 @@ class Found:
     pci: PciFunction | None = None
     expect_driver: str | None = None  # the driver the matching pci block names
     unfiltered: tuple[str, ...] = ()  # nodes left out by the block's ``nodes``
+    cdi: CdiMatch | None = None  # the CDI device (source "cdi")
 
     @property
     def all_nodes(self) -> tuple[Node, ...]:
@@ -170,6 +174,8 @@ class Found:
             return f"usb {self.usb_port}"
         if self.source == "pci" and self.pci is not None:
             return f"pci {self.pci.address}"
+        if self.cdi is not None:
+            return f"cdi {self.cdi.device.qualified}"
         return None
 
 
@@ -245,6 +251,7 @@ class Scanner:
         self.sysfs = SysfsCache(roots)
         self.trust = PathCheck(roots, self.sysfs)
         self.pci_ids = PciIds(roots.pci_ids_paths, self._unreadable)
+        self._cdi: CdiFinder | None = None
 
     def _unreadable(self, path: str) -> str | None:
         """Why a file the plugin reads names from is not to be believed (:mod:`.trust`)."""
@@ -502,11 +509,23 @@ class Scanner:
         info = self.sysfs.lookup("block", node.major, node.minor)
         return None if info is None else self.sysfs.block_size(info)
 
+    # -- CDI -------------------------------------------------------------------------------
+
+    def _cdi_finder(self) -> CdiFinder:
+        """CDI's modules load with the first cdi block (:mod:`.cdidevices`)."""
+        if self._cdi is None:
+            from nomad_device.plugins.generic.cdidevices import CdiFinder
+
+            self._cdi = CdiFinder(self)
+        return self._cdi
+
     # -- everything ------------------------------------------------------------------------
 
     def scan(self, kinds: Sequence[Kind]) -> ScanResult:
         self.sysfs.new_scan()
         self.trust.new_scan()
+        if self._cdi is not None:
+            self._cdi.new_scan()
         empty: set[tuple[str, str]] = set()
         notes: set[str] = set()
         refused: dict[tuple[str, str], str] = {}
@@ -541,6 +560,8 @@ class Scanner:
                 found = self._pci_found(kind, ident, driver, names_of, mine)
                 if found is not None:
                     candidates.append(found)
+            if kind.cdi is not None:
+                candidates.extend(self._cdi_finder().found(kind, mine, notes))
             companions = self._companions(kind, empty, mine) if kind.companions else ()
             if companions is None:
                 candidates = []  # a companion it may not have: the block offers nothing
@@ -631,9 +652,11 @@ def _claim(found: Found, label: str, nodes: dict[str, str], devices: dict[str, s
     """The block that already owns this device, or None after claiming it for ``label``.
 
     A device is known by its own nodes and its USB port or PCI address; the
-    block's companions are shared by design and claim nothing.
+    block's companions are shared by design and claim nothing. A CDI device is
+    known by its qualified name alone: CDI devices share nodes by design (a MIG
+    device and its GPU, every device and the spec's control nodes).
     """
-    keys = [n.resolved for n in found.nodes if n.kind != "missing"]
+    keys = [n.resolved for n in found.nodes if n.kind != "missing" and found.source != "cdi"]
     owner = next((nodes[k] for k in keys if k in nodes), None)
     device = found.device_key
     if owner is None and device is not None:

@@ -17,6 +17,11 @@ Both only say *that* something may have changed; the rescan finds out what.
   the block's ``max_watches``: no user can make the plugin spend root's
   inotify watches, and a tree that outgrows the cap is seen at the poll
   period.
+- **inotify on CDI spec directories** (``cdi`` blocks' ``spec_dirs``), for
+  ``.json`` and ``.yaml`` files written, replaced, removed or their modes
+  changed, and the directories themselves appearing or going: a regenerated
+  spec is seen at once, a generator's temporary file costs nothing. A
+  directory that does not exist yet is watched for from its parent.
 
 Where a facility is unavailable the source logs it once and stays silent:
 the fingerprint period is then the only mechanism.
@@ -35,13 +40,27 @@ from nomad_device.plugins.generic.discovery import id_base
 from nomad_device.plugins.generic.patterns import leads_to_match
 from nomad_device.plugins.generic.roots import Roots
 from nomad_device.plugins.generic.trust import untrusted_dir
-from nomad_device.sources import LISTING, Inotify, inotify, uevents
+from nomad_device.sources import CHANGES, LISTING, FileEvent, Inotify, inotify, uevents
 
-__all__ = ["SUBSYSTEMS", "EventWatch", "Tree", "descend", "watch_dirs"]
+__all__ = [
+    "SUBSYSTEMS",
+    "EventWatch",
+    "Tree",
+    "cdi_spec_dirs",
+    "descend",
+    "spec_change",
+    "watch_dirs",
+]
 
 _USB_DIR: Final = "/dev/bus/usb"
 #: Where the nodes of PCI functions appear: a driver's own, DRM's, accel's, VFIO's.
 _PCI_DIRS: Final = ("/dev", "/dev/dri", "/dev/accel", "/dev/vfio")
+
+#: How long a change in a CDI spec directory may wait behind the one before (the
+#: sources' 250 ms default would hold a generator's rename that follows its write of
+#: the temporary file by more than the 2 ms settle; the directories are root's, and
+#: 20 batches a second is no storm).
+SPEC_MAX_DELAY: Final = 0.05
 
 #: Kernel subsystems whose uevents may change what a block matches.
 SUBSYSTEMS: Final = (
@@ -113,6 +132,27 @@ def watch_dirs(kinds: Sequence[Kind], roots: Roots) -> tuple[list[str], list[Tre
     return list(flat), trees
 
 
+def cdi_spec_dirs(kinds: Sequence[Kind]) -> list[str]:
+    """The spec directories of the blocks' ``cdi`` matchers: files written, renamed,
+    removed or chmod-ed there (a regenerated spec, a spec made writable) mean a rescan."""
+    dirs: dict[str, None] = {}
+    for kind in kinds:
+        if kind.cdi is not None:
+            dirs.update(dict.fromkeys(kind.cdi.spec_dirs))
+    return list(dirs)
+
+
+def spec_change(event: FileEvent) -> bool:
+    """Whether a change in a spec directory can change what it defines: one to a
+    ``.json`` or ``.yaml`` file, or to the directory itself. The library's own watch
+    ignores the rest: a generator's temporary file is nothing until renamed into place."""
+    if event.path == event.root:
+        return True
+    name = os.path.basename(event.path)
+    dot = name.rfind(".")
+    return dot >= 0 and name[dot:] in (".json", ".yaml")
+
+
 def descend(tree: Tree, roots: Roots) -> Callable[[str], bool]:
     """Which subdirectories a tree's inotify source watches: those that may lead to a
     match, inside directories only root can write (matches anywhere else would be
@@ -152,6 +192,10 @@ class EventWatch:
     async def _files(self, kinds: Callable[[], Sequence[Kind]]) -> None:
         flat, trees = watch_dirs(kinds(), self._roots)
         sources = [inotify(*flat, mask=LISTING)] if flat else []
+        specs = cdi_spec_dirs(kinds())
+        spec_source = inotify(*specs, mask=CHANGES, max_delay=SPEC_MAX_DELAY) if specs else None
+        if spec_source is not None:
+            sources.append(spec_source)
         for tree in trees:
             source = inotify(
                 *tree.dirs,
@@ -164,11 +208,16 @@ class EventWatch:
             sources.append(source)
         async with asyncio.TaskGroup() as tasks:
             for source in sources:
-                tasks.create_task(self._drain(source))
+                wanted = spec_change if source is spec_source else None
+                tasks.create_task(self._drain(source, wanted))
 
-    async def _drain(self, source: Inotify) -> None:
+    async def _drain(
+        self, source: Inotify, wanted: Callable[[FileEvent], bool] | None = None
+    ) -> None:
+        """A rescan per batch (only for batches with an event ``wanted`` accepts, if given)."""
         async with source:  # the watches are placed off the loop
             if source.available:
                 self._rescan()  # whatever changed before they were in place
-            async for _batch in source:
-                self._rescan()
+            async for batch in source:
+                if wanted is None or batch.overflow or any(map(wanted, batch.events)):
+                    self._rescan()

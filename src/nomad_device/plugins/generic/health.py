@@ -17,6 +17,10 @@ driver its block names is bound, it is enabled, a VFIO group can be owned
 aside), its AER error counters have not risen lately (:class:`AerMarks`), and,
 if the block asks, its link runs at full speed and width.
 
+A CDI device is checked by :func:`cdi_problem`: the edits Nomad cannot make
+(under ``hooks = "refuse"``), then its nodes against its spec, then each
+mount's source.
+
 A probe, the operator's own check, is :mod:`.probes`' business; its last
 verdict is one more input to a device's health.
 """
@@ -32,7 +36,14 @@ from typing import Final
 from nomad_device.plugins.generic.discovery import Found, Node
 from nomad_device.plugins.generic.pci import PciFunction, is_vfio_driver
 
-__all__ = ["AerMarks", "describe_kind", "node_problem", "pci_problem", "unmatched_nodes"]
+__all__ = [
+    "AerMarks",
+    "cdi_problem",
+    "describe_kind",
+    "node_problem",
+    "pci_problem",
+    "unmatched_nodes",
+]
 
 _KIND_WORDS: Final = {
     "char": "character device",
@@ -90,6 +101,72 @@ def _accessible(path: str, mode: int) -> bool:
     if os.access in os.supports_effective_ids:
         return os.access(path, mode, effective_ids=True)
     return os.access(path, mode)
+
+
+# --------------------------------------------------------------------------- CDI
+
+_CDI_TYPES: Final = {"b": "block", "c": "char", "u": "char"}
+
+
+def cdi_problem(
+    found: Found,
+    skip_hooks: bool,
+    canonical: Callable[[str], str],
+    seen: dict[tuple[int, str], str | None] | None = None,
+) -> str | None:
+    """Why a CDI device is unhealthy: edits Nomad cannot make (unless the block skips
+    them), then its nodes: each a device node of the kind and numbers the spec gives
+    (when it gives them), the kernel's, and accessible with CDI's permissions; each
+    mount's source there and readable. ``seen`` keeps node verdicts for a scan: the
+    devices of a spec share most of their nodes and mounts."""
+    seen = {} if seen is None else seen
+
+    def verdict(node: Node, wanted: str) -> str | None:
+        key = (id(node), wanted)  # the scan's nodes live as long as the scan's verdicts
+        if key not in seen:
+            seen[key] = node_problem(node, wanted, None, canonical)
+        return seen[key]
+
+    from nomad_device.plugins.generic import cdi, cdidevices
+
+    if found.cdi is None:
+        return None
+    if found.cdi.skipped and not skip_hooks:
+        return cdidevices.refusal(found.cdi.skipped)
+    applied = found.cdi.applied
+    specs = {n.path: n for n in applied.device_nodes}
+    mounts = {m.container_path: m for m in applied.mounts}
+    for node in found.nodes[: len(applied.device_nodes)]:
+        spec = specs[node.task_path]
+        if node.kind != "missing" and not node.is_device:
+            return f"{canonical(node.resolved)} is a {describe_kind(node.kind)}, not a device node"
+        wanted = _CDI_TYPES.get(spec.type)
+        if node.is_device and spec.type == "p":
+            return f"{node.task_path} is a {describe_kind(node.kind)}, but the spec says a FIFO"
+        if node.is_device and wanted is not None and node.kind != wanted:
+            return (
+                f"{node.task_path} is a {describe_kind(node.kind)}, but the spec says a"
+                f" {describe_kind(wanted)}"
+            )
+        if (
+            node.is_device
+            and wanted is not None
+            and spec.major
+            and ((node.major, node.minor) != (spec.major, spec.minor))
+        ):
+            return (
+                f"{node.task_path} is {node.major}:{node.minor}, but the spec says"
+                f" {spec.major}:{spec.minor}"
+            )
+        problem = verdict(node, cdi.cgroup_access(spec))
+        if problem is not None:
+            return problem
+    for node in found.nodes[len(applied.device_nodes) :]:
+        mount = mounts[node.task_path]
+        problem = verdict(node, "r" if mount.read_only else "rw")
+        if problem is not None:
+            return problem
+    return None
 
 
 # --------------------------------------------------------------------------- PCI

@@ -55,6 +55,7 @@ __all__ = [
     "PciIdentity",
     "PciLink",
     "class_text",
+    "identity_at",
     "is_vfio_driver",
     "link_generation",
     "matches_nodes",
@@ -215,6 +216,13 @@ def _identity(address: str, syspath: str) -> PciIdentity | None:
         subsystem_device_id=subsystem[1],
         driver=driver,
     )
+
+
+def identity_at(roots: Roots, address: str) -> PciIdentity | None:
+    """One function by its address (``0000:3b:00.0``); None if sysfs has no such function."""
+    if not PCI_ADDRESS.fullmatch(address):
+        return None
+    return _identity(address.lower(), os.path.join(roots.sys, "bus", "pci", "devices", address))
 
 
 def pci_functions(roots: Roots) -> list[PciIdentity]:

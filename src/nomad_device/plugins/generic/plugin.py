@@ -57,6 +57,7 @@ from nomad_device.plugins.generic.discovery import Found, Scanner, ScanResult, o
 from nomad_device.plugins.generic.events import EventWatch
 from nomad_device.plugins.generic.health import (
     AerMarks,
+    cdi_problem,
     node_problem,
     pci_problem,
     unmatched_nodes,
@@ -135,6 +136,8 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self._aer = AerMarks()
         self._prober = Prober(self, self.rescan, self.log)
         self._events = EventWatch(self.roots, self.rescan)
+        # Node verdicts of CDI devices within one scan (they share their spec's nodes).
+        self._cdi_verdicts: dict[tuple[int, str], str | None] = {}
 
     # -- config ------------------------------------------------------------------
 
@@ -204,6 +207,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self, settings: Settings, scan: ScanResult, previous: Snapshot
     ) -> tuple[list[Entry], dict[Key, ProbeTarget]]:
         now, wall = time.monotonic(), time.time()
+        self._cdi_verdicts.clear()
         before = {e.key: e for e in previous.entries}
         entries: list[Entry] = []
         targets: dict[Key, ProbeTarget] = {}
@@ -249,8 +253,11 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
             )
         elif found.source == "pci":
             problem = pci_problem(found, kind.require_full_link, aer)
+        elif found.source == "cdi":
+            skip = kind.cdi is not None and kind.cdi.skip_hooks
+            problem = cdi_problem(found, skip, self.roots.canonical, self._cdi_verdicts)
         for node in found.all_nodes:
-            if problem is not None:
+            if problem is not None or found.source == "cdi":
                 break
             wanted = kind.permissions if node.is_device else "rw" if kind.writable_mounts else "r"
             problem = node_problem(node, wanted, first_kind, self.roots.canonical)

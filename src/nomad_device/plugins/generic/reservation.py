@@ -25,6 +25,14 @@ as ``_``; several blocks reserved for one task do not overwrite each other):
 
 then the block's own ``env``. A device's companions (``/dev/kfd``) come after
 its own nodes and are granted once however many devices share them.
+
+CDI devices (a ``cdi`` block) get what their spec's edits say, merged as CDI
+merges several devices: each node at its container path with CDI's
+permissions (``rwm`` unless the spec says otherwise), each bind mount
+read-only where its options say ``ro``, the spec's variables (one set twice
+keeps its first place and its last value), then ``GENERIC_<L>_IDS`` and
+``GENERIC_<L>_PATHS`` (each device's first own node), ``GENERIC_<L>_CDI_SKIPPED``
+naming what Nomad cannot carry (hooks ...), and the block's ``env``.
 """
 
 from __future__ import annotations
@@ -61,6 +69,42 @@ def _quoted(ids: Sequence[str]) -> str:
     return ", ".join(f'"{i}"' for i in ids)
 
 
+def _cdi_grants(
+    members: Sequence[Entry], envs: dict[str, str], specs: list[DeviceSpec], mounts: list[Mount]
+) -> None:
+    """CDI devices of one block, merged as CDI merges them (:func:`.cdi.merge`): each
+    node a ``DeviceSpec`` with CDI's permissions, each bind mount read-only where its
+    options say ``ro``, the variables in CDI's order; what cannot be carried is named
+    in ``GENERIC_<L>_CDI_SKIPPED``."""
+    from nomad_device.plugins.generic import cdi
+    from nomad_device.plugins.generic.cdidevices import BIND_TYPES, primary, uncarried
+
+    devices = [e.found.cdi.device for e in members if e.found.cdi is not None]
+    applied = cdi.apply(cdi.merge(devices))
+    scanned = {
+        (host, node.task_path): node
+        for e in members
+        if e.found.cdi is not None
+        for host, node in zip(e.found.cdi.hosts, e.found.nodes, strict=True)
+    }
+    for spec in applied.device_nodes:
+        node = scanned.get((spec.host, spec.path))
+        access = cdi.cgroup_access(spec)
+        if node is not None and node.kind != "missing" and access:
+            specs.append(DeviceSpec(spec.path, node.resolved, access))
+    for mount in applied.mounts:
+        node = scanned.get((mount.host_path, mount.container_path))
+        if node is not None and node.kind != "missing" and mount.type in BIND_TYPES:
+            mounts.append(Mount(mount.container_path, node.resolved, mount.read_only))
+    envs.update(applied.env_map())
+    prefix = members[0].kind.env_prefix
+    envs[prefix + "IDS"] = ",".join(e.found.id for e in members)
+    envs[prefix + "PATHS"] = ",".join(p for d in devices if (p := primary(d)) is not None)
+    skipped = uncarried(applied)
+    if skipped:
+        envs[prefix + "CDI_SKIPPED"] = "; ".join(skipped)
+
+
 def reserve(snapshot: Snapshot, device_ids: Sequence[str]) -> tuple[Reservation, list[Entry]]:
     """The reservation for ``device_ids`` (instance IDs) and the devices behind them."""
     if not device_ids:
@@ -89,6 +133,10 @@ def reserve(snapshot: Snapshot, device_ids: Sequence[str]) -> tuple[Reservation,
     granted: set[tuple[str, str]] = set()
     for members in by_kind.values():
         kind = members[0].kind
+        if kind.cdi is not None:
+            _cdi_grants(members, envs, specs, mounts)
+            envs.update(kind.env)
+            continue
         literal = kind.task_path is not None and not kind.task_path.endswith("/")
         if literal and len(members) > 1:
             raise InvalidArgument(
