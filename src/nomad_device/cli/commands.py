@@ -9,20 +9,17 @@ killed the way Nomad kills it before the command returns.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from nomad_device.cli import nomadjson, render
 from nomad_device.cli.console import Console
-from nomad_device.cli.process import SignalGuard
+from nomad_device.cli.process import SignalGuard, find_program
 from nomad_device.constants import DEVICE_API_VERSION
 from nomad_device.model import DeviceGroup, PluginInfo
 from nomad_device.wire import hclspec
@@ -510,10 +507,7 @@ class App:
 
 def example_command() -> list[str]:
     """How to start ``nomad-device-example``: the console script, else ``python -m``."""
-    beside = Path(sys.executable).with_name("nomad-device-example")
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside)]
-    found = shutil.which("nomad-device-example")
+    found = find_program("nomad-device-example")
     if found:
         return [found]
     return [sys.executable, "-m", "nomad_device.plugins.example"]
