@@ -35,6 +35,9 @@
  * this fake with real GPUs that the rules answer.
  *
  * Without a scenario file nvmlInit fails with NVML_ERROR_DRIVER_NOT_LOADED.
+ *
+ * Built with -DFAKE_NVML_PRE_R450 it lacks nvmlEventSetWait_v2, as drivers
+ * before R450 do: the binding's event wait then answers FUNCTION_NOT_FOUND.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -1135,6 +1138,7 @@ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types,
     return finish(NVML_SUCCESS);
 }
 
+#ifndef FAKE_NVML_PRE_R450
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1202,6 +1206,7 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
     waits_running--;
     return finish(rc);
 }
+#endif /* Drivers before R450 have no nvmlEventSetWait_v2 (the binding calls only it). */
 
 /* ---------------------------------------------------------- test support */
 
