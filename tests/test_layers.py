@@ -8,7 +8,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src" / "nomad_device"
 
 # What each top-level unit of the package may import (besides itself).
-BASE = {"model", "errors", "golang", "proto", "frozen"}
+BASE = {"model", "errors", "golang", "proto", "frozen", "display"}
 ALLOWED: dict[str, set[str]] = {
     "proto": set(),
     # Cheap frozen value classes (no generated code): under every unit that has values.
@@ -16,6 +16,8 @@ ALLOWED: dict[str, set[str]] = {
     "model": {"frozen"},
     "errors": set(),
     "golang": set(),
+    # Text from devices made safe for a terminal (every human-readable output uses it).
+    "display": set(),
     "goplugin": {"proto", "frozen"},
     # Event sources (inotify, kernel uevents) know nothing of Nomad, like goplugin/.
     "sources": set(),
