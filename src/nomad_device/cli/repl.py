@@ -241,9 +241,10 @@ class Repl:
             handler(args)
         except CallError as exc:
             if self.opened.session.crashed(exc) is None:  # else the watcher explains
-                self.console.error(f"> {name}: {exc.code.name}: {exc.details}")
+                details = printable(exc.details, lines=True)  # the plugin's words
+                self.console.error(f"> {name}: {exc.code.name}: {details}")
         except ValueError as exc:
-            self.console.error(f"> {name}: {exc}")
+            self.console.error(f"> {name}: {printable(str(exc), lines=True)}")
         return True
 
     # -- commands ---------------------------------------------------------------------

@@ -159,6 +159,9 @@ def sweep(
             start = state.position()
             done = _walk(dir_fd, base, start, min_age, max_entries, max_seconds)
             state.save(done.stop)
+    except OSError as exc:  # the temp dir itself failed under the walk (EMFILE, EIO)
+        log.debug("cannot sweep %s: %s", base, exc)
+        return Pass((), 0, (0, 0), None)
     finally:
         os.close(dir_fd)
     log.debug(
