@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -535,7 +536,9 @@ def _socket_dirs(base: Path) -> set[str]:
     return {
         p.name
         for p in base.iterdir()
-        if p.name.startswith("plugin") and not p.name.startswith("plugin-bridge")
+        if p.name.startswith("plugin")
+        and not p.name.startswith("plugin-bridge")
+        and p.name != socketdirs.state_name()
     }
 
 
@@ -615,7 +618,7 @@ def test_sweep_takes_only_unheld_old_private_dirs_of_sockets(private_tmpdir: Pat
         target = target.rename(elsewhere / target.name)
         link = private_tmpdir / ("plugin" + "cd" * 6)
         link.symlink_to(target)
-        assert socketdirs.sweep() == [str(dead)]
+        assert socketdirs.sweep().removed == (str(dead),)
         assert {p.name for p in private_tmpdir.iterdir()} == {
             held.name,
             young.name,
@@ -627,7 +630,7 @@ def test_sweep_takes_only_unheld_old_private_dirs_of_sockets(private_tmpdir: Pat
         assert (target / "grpc.sock").is_socket()
     finally:
         os.close(fd)
-    assert socketdirs.sweep() == [str(held)]  # released: its plugin is gone
+    assert socketdirs.sweep().removed == (str(held),)  # released: its plugin is gone
     link.unlink()
     for path in (young, wide, other_name, elsewhere):
         shutil.rmtree(path)
@@ -641,7 +644,78 @@ def test_sweep_leaves_another_users_directory(private_tmpdir: Path) -> None:
     theirs = _dead_socket_dir()
     os.chown(theirs, 65534, 65534)
     _backdate(theirs)
-    assert socketdirs.sweep() == []
+    assert socketdirs.sweep().removed == ()
     os.chown(theirs, 0, 0)
     _backdate(theirs)
-    assert socketdirs.sweep() == [str(theirs)]
+    assert socketdirs.sweep().removed == (str(theirs),)
+
+
+def test_sweep_reads_at_most_its_bound_and_the_next_goes_on_where_it_stopped(
+    private_tmpdir: Path,
+) -> None:
+    others = [private_tmpdir / f"plugin{i:012x}" for i in range(1000)]
+    for path in others:
+        path.touch()
+    dead = {str(_dead_socket_dir()) for _ in range(3)}
+    state = private_tmpdir / socketdirs.state_name()
+    passes = [socketdirs.sweep(max_entries=100)]
+    assert state.is_file() and state.stat().st_mode & 0o777 == 0o600
+    while passes[-1].stop is not None:
+        assert len(passes) < 20
+        passes.append(socketdirs.sweep(max_entries=100))
+    # Every entry once: the names, the leftovers and the state file itself.
+    assert [p.examined for p in passes[:-1]] == [100] * 10
+    assert sum(p.examined for p in passes) == len(others) + len(dead) + 1
+    for before, after in itertools.pairwise(passes):
+        assert after.start == before.stop
+    assert {path for p in passes for path in p.removed} == dead
+    assert not state.exists()  # the walk reached the end: nothing kept
+    # The time bound: one entry at least, so that every start makes progress.
+    assert socketdirs.sweep(max_seconds=0).examined == 1
+    rest = socketdirs.sweep()
+    assert rest.start != (0, 0) and rest.stop is None and not state.exists()
+    for path in others:
+        path.unlink()
+
+
+def test_a_sweep_state_that_is_not_a_private_file_of_ours_is_never_used(
+    private_tmpdir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another user may take the name; the sweep then starts at the top each time,
+    never writes to what it found, never follows it, never waits on it."""
+    state = private_tmpdir / socketdirs.state_name()
+    target = private_tmpdir / "elsewhere"
+    target.write_text("keep\n")
+    dead = _dead_socket_dir()
+    squatters = {
+        "a link": lambda: state.symlink_to(target),
+        "a fifo": lambda: os.mkfifo(state, 0o600),
+        "readable by others": lambda: (state.write_text("1 2 3 4\n"), state.chmod(0o644)),
+        "a second link": lambda: os.link(target, state),
+    }
+    if os.geteuid() == 0:
+        squatters["another user's"] = lambda: (
+            state.write_text("x\n"),
+            os.chown(state, 65534, 65534),
+        )
+    removed: list[str] = []
+    for what, make in squatters.items():
+        make()
+        before = os.lstat(state)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="goplugin.socketdirs"):
+            done = socketdirs.sweep(max_entries=1)
+        removed.extend(done.removed)
+        assert done.start == (0, 0), what
+        after = os.lstat(state)
+        assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+            before.st_ino,
+            before.st_size,
+            before.st_mtime_ns,
+        ), what
+        assert "every sweep starts at the top" in caplog.text, what
+        state.unlink()
+    assert target.read_text() == "keep\n"
+    removed.extend(socketdirs.sweep().removed)
+    assert removed == [str(dead)]  # the sweeps went on, each from the top
+    target.unlink()

@@ -87,6 +87,7 @@ def test_refused_configs_read_as_the_page_says() -> None:
     bad = {
         "kvm": 'device "kvm" {\n paths = ["/dev/kvm"]\n permissions = "rwx"\n }',
         "ch340": 'device "ch340" {\n usb {\n vendor_id = "zz12"\n }\n }',
+        "disk": 'device "disk" {\n pci {\n vendor_id = "0x1af4"\n }\n }',
         "b": 'device "a" {\n type = "kvm"\n name = "kvm"\n paths = ["/dev/kvm"]\n }\n'
         'device "b" {\n type = "kvm"\n name = "kvm"\n paths = ["/dev/kvm"]\n }',
     }

@@ -149,7 +149,7 @@ def test_permissions_are_put_in_cgroup_order_and_usb_ids_read_as_hex() -> None:
         GenericConfig(
             device={
                 "s": DeviceBlock(
-                    permissions="mwr", usb=[UsbBlock(vendor_id="0x1A86", product_id="7523")]
+                    permissions="mwr", usb=[UsbBlock(vendor_id="1A86", product_id="7523")]
                 )
             }
         )

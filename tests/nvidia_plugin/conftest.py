@@ -27,15 +27,26 @@ SOURCE = HERE / "fake_nvml.c"
 @pytest.fixture(scope="session")
 def fake_nvml_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory holding the fake ``libnvidia-ml.so.1``."""
+    return _build(tmp_path_factory, "fake-nvml")
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_pre_r450_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fake as a driver before R450: no ``nvmlEventSetWait_v2``."""
+    return _build(tmp_path_factory, "fake-nvml-pre-r450", "-DFAKE_NVML_PRE_R450")
+
+
+def _build(tmp_path_factory: pytest.TempPathFactory, name: str, *defines: str) -> Path:
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         if os.environ.get("CI") == "true":
             pytest.fail("no C compiler ('cc') on PATH: CI must build the fake NVML library")
         pytest.skip("no C compiler ('cc') on PATH: the fake NVML library cannot be built")
-    lib_dir = tmp_path_factory.mktemp("fake-nvml")
+    lib_dir = tmp_path_factory.mktemp(name)
     result = subprocess.run(
         [
             *(compiler, "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-std=c11"),
+            *defines,
             *("-o", str(lib_dir / "libnvidia-ml.so.1"), str(SOURCE), "-lpthread"),
         ],
         capture_output=True,

@@ -37,6 +37,9 @@
  * Without a scenario file nvmlInit fails with NVML_ERROR_DRIVER_NOT_LOADED.
  * Device commands that succeed (the clock resets) are appended to the file
  * FAKE_NVML_CALLS names, if set.
+ *
+ * Built with -DFAKE_NVML_PRE_R450 it lacks nvmlEventSetWait_v2, as drivers
+ * before R450 do: the binding's event wait then answers FUNCTION_NOT_FOUND.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -1215,6 +1218,7 @@ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types,
     return finish(NVML_SUCCESS);
 }
 
+#ifndef FAKE_NVML_PRE_R450
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1282,6 +1286,7 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
     waits_running--;
     return finish(rc);
 }
+#endif /* Drivers before R450 have no nvmlEventSetWait_v2 (the binding calls only it). */
 
 /* ---------------------------------------------------------- test support */
 

@@ -607,3 +607,31 @@ def test_numa_require_places_with_the_placement_checker(
         outcomes[count] = (result.returncode, entry["Outcome"])
     # One GPU: local to whichever NUMA node is tried. Two: never on one node.
     assert outcomes == {1: (0, "places"), 2: (1, "fails")}
+
+
+def test_a_driver_without_event_waits_is_said_once_and_polled(
+    scenario: Scenarios, nvidia: Start, fake_nvml_pre_r450_lib: Path
+) -> None:
+    """Drivers before R450 lack nvmlEventSetWait_v2, the only wait the binding calls:
+    it answers FUNCTION_NOT_FOUND. That is a fact about the node, not a failure to
+    retry: one warning, then detection's polling finds what events would have."""
+    live = scenario({"gpus": [gpu(0), gpu(1)]}, lib_dir=fake_nvml_pre_r450_lib)
+    plugin = nvidia(live.env())
+
+    def said(e: Any) -> bool:
+        return e.message.startswith("cannot watch NVML events") and e.level == "warn"
+
+    with plugin.client.fingerprint() as stream:
+        until(stream, healthy(G1))
+        notice = plugin.wait_for_log(said, 30)
+        assert notice, plugin.messages()
+        assert "nvmlEventSetWait answered NVML_ERROR_FUNCTION_NOT_FOUND" in notice[0].message
+        assert "R450" in notice[0].message
+        live.set(1, lost=1)
+        until(stream, unhealthy(G1))  # found by polling: no event could say it
+        live.set(1, lost=None)
+        live.update(gpus=[gpu(0)])  # the GPUs change: the plugin tries events again
+        until(stream, lambda groups: G1 not in devices(groups))
+    assert len([e for e in plugin.logs if said(e)]) == 1, plugin.messages()
+    assert not errors_logged(plugin)
+    assert not [m for m in plugin.messages() if m.startswith("watching NVML events")]

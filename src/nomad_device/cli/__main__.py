@@ -19,8 +19,9 @@ from nomad_device.cli.console import Console
 from nomad_device.cli.parsing import parse_count as _count
 from nomad_device.cli.parsing import parse_interval
 from nomad_device.cli.parsing import parse_interval as _seconds
-from nomad_device.cli.process import Interrupted, SignalGuard, resolve_command
+from nomad_device.cli.process import Interrupted, PluginNotFound, SignalGuard, resolve_command
 from nomad_device.cli.render import Style, color_wanted
+from nomad_device.display import printable
 
 __all__ = ["build_parser", "main", "parse_interval"]
 
@@ -298,7 +299,11 @@ def main(
             plugin = positional
     args_given = len(plugin) > 1
     if plugin:
-        plugin = resolve_command(plugin)
+        try:
+            plugin = resolve_command(plugin)
+        except PluginNotFound as exc:
+            err.write(f"error: {exc}\n")
+            return 1
 
     level = "info"
     if ns.quiet:
@@ -341,7 +346,7 @@ def main(
         return app.run()
     except Failure as exc:
         console.end_live()
-        console.error(console.err_style.red("error: ") + str(exc))
+        console.error(console.err_style.red("error: ") + printable(str(exc), lines=True))
         return exc.code
     except Interrupted as exc:
         console.end_live()

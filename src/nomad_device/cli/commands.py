@@ -9,22 +9,20 @@ killed the way Nomad kills it before the command returns.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from nomad_device.cli import nomadjson, render
 from nomad_device.cli.console import Console
-from nomad_device.cli.process import SignalGuard
+from nomad_device.cli.process import SignalGuard, find_program
 from nomad_device.constants import DEVICE_API_VERSION
 from nomad_device.interpreter import python_command
+from nomad_device.display import printable
 from nomad_device.model import DeviceGroup, PluginInfo
 from nomad_device.wire import hclspec
 
@@ -157,7 +155,9 @@ class App:
                 agent = agentfile.parse_agent_paths(opts.config_file)
                 block = agent.select(opts.plugin, opts.plugin_name)
                 for warning in agent.warnings:
-                    self.console.error(self.style.yellow(f"warning: {warning}"))
+                    self.console.error(
+                        self.style.yellow(f"warning: {printable(warning, lines=True)}")
+                    )
                 self.config_body = block.config
                 self.config_origin = block.origin or agent.origin
                 self.block_label = block.name
@@ -206,7 +206,7 @@ class App:
         except CallError as exc:
             raise self.fail_call(exc, "the plugin did not answer") from None
         for problem in info_problems(info):
-            self.console.error(self.style.yellow(f"warning: {problem}"))
+            self.console.error(self.style.yellow(f"warning: {printable(problem, lines=True)}"))
         spec = None if spec_pb.WhichOneof("block") is None else hclspec.from_proto(spec_pb)
         if spec is not None:
             self.warn_unsafe(spec)
@@ -260,13 +260,14 @@ class App:
             self.console.error(
                 self.style.yellow(
                     f"warning: this plugin's schema can crash a Nomad agent {when}: "
-                    f"{hazard.where}: {hazard.problem}. This agent config does it:"
+                    + printable(f"{hazard.where}: {hazard.problem}.", lines=True)
+                    + " This agent config does it:"
                 )
             )
             self.console.error(hazard.config.rstrip("\n"))
 
     def emit_json(self, value: object, *, stream_mode: bool) -> None:
-        self.console.print(nomadjson.dumps(value, indent=None if stream_mode else 4))
+        self.console.print(nomadjson.dumps(value, indent=None if stream_mode else 4), raw=True)
 
     def first_fingerprint(
         self, opened: Opened
@@ -292,7 +293,8 @@ class App:
             for problem in group.validate():
                 self.console.error(
                     self.style.yellow(
-                        f"warning: group {group.key!r}: {problem} (Nomad would kill the plugin)"
+                        f"warning: group {group.key!r}: {printable(problem, lines=True)}"
+                        " (Nomad would kill the plugin)"
                     )
                 )
 
@@ -511,10 +513,7 @@ class App:
 
 def example_command() -> list[str]:
     """How to start ``nomad-device-example``: the console script, else ``python -m``."""
-    beside = Path(sys.executable).with_name("nomad-device-example")
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside)]
-    found = shutil.which("nomad-device-example")
+    found = find_program("nomad-device-example")
     if found:
         return [found]
     return [*python_command(isolated=False), "-m", "nomad_device.plugins.example"]

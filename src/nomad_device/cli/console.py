@@ -10,19 +10,41 @@ prompt. Every write goes through :class:`Console`, which on a terminal
   the prompt again with whatever the user has typed so far.
 
 When stdout is not a terminal no escape codes are written at all.
+
+Nothing that is not printable reaches the terminal unless the launcher wrote
+it: the renderers escape what plugins and devices supply
+(:func:`~nomad_device.display.printable`), and every line written here is
+escaped again, sparing only line breaks, tabs and, where colour is on, the colour
+codes of :class:`~nomad_device.cli.render.Style`. JSON output is written as
+it is (``raw``): it keeps the true strings, in JSON's own escapes.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
-from typing import TextIO
+from typing import Final, TextIO
 
 from nomad_device.cli.render import Style
+from nomad_device.display import printable
 
 __all__ = ["Console"]
 
 _ERASE_LINE = "\r\x1b[K"
+
+#: What Style writes: Select Graphic Rendition (colour, bold, dim, reset).
+_STYLE_CODE: Final = re.compile(r"(\x1b\[[0-9;]*m)")
+
+
+def shown(text: str, colour: bool) -> str:
+    """``text`` as it may reach a terminal: line breaks and tabs kept, Style's
+    codes kept where ``colour`` is on, anything else that is not printable escaped."""
+    pieces = _STYLE_CODE.split(text) if colour and "\x1b" in text else [text]
+    return "".join(
+        piece if i % 2 else "\n".join(printable(line, tabs=True) for line in piece.split("\n"))
+        for i, piece in enumerate(pieces)
+    )
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -42,6 +64,8 @@ class Console:
         self.style = style
         self.err_style = err_style
         self.terminal = _isatty(out)
+        # Either style's codes may go to either stream (a warning in the output's style).
+        self._colour = style.enabled or err_style.enabled
         self._lock = threading.RLock()
         self._live_text: str | None = None
         self._live_lines = 0
@@ -59,14 +83,15 @@ class Console:
 
     # -- writing ------------------------------------------------------------------
 
-    def print(self, text: str = "") -> None:
-        self._emit(self.out, text)
+    def print(self, text: str = "", *, raw: bool = False) -> None:
+        """A line (or block) on stdout; ``raw``: as it is (JSON, which escapes its own)."""
+        self._emit(self.out, text if raw else shown(text, self._colour))
 
     def error(self, text: str) -> None:
-        self._emit(self.err, text)
+        self._emit(self.err, shown(text, self._colour))
 
     def log(self, text: str) -> None:
-        self._emit(self.err, text)
+        self._emit(self.err, shown(text, self._colour))
 
     def _emit(self, stream: TextIO, text: str) -> None:
         with self._lock:
@@ -106,6 +131,7 @@ class Console:
     def live(self, text: str) -> None:
         """Show ``text`` in place of the previous live text (a terminal), else print it."""
         with self._lock:
+            text = shown(text, self._colour)
             if not self.terminal:
                 self._emit(self.out, text)
                 return

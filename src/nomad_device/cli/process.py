@@ -19,7 +19,7 @@ from typing import Final
 
 from nomad_device.interpreter import python_command
 
-__all__ = ["Interrupted", "SignalGuard", "resolve_command"]
+__all__ = ["Interrupted", "PluginNotFound", "SignalGuard", "find_program", "resolve_command"]
 
 _HANDLED: Final = tuple(
     s
@@ -114,23 +114,52 @@ class SignalGuard:
         raise Interrupted(signum)
 
 
+class PluginNotFound(ValueError):
+    """A bare plugin name found neither beside the launcher nor on ``PATH``."""
+
+
 def resolve_command(command: Sequence[str]) -> list[str]:
-    """Make a plugin command runnable: a non-executable ``.py`` file runs with this
-    Python; a bare name not on PATH is looked for in the current directory, then
-    beside this Python (the console scripts of a venv that is not activated)."""
+    """Make a plugin command runnable, never from the current directory by accident.
+
+    A name with a slash is a path, used as given. A ``.py`` name is a file, as
+    ``python NAME.py`` takes it (one that is not executable runs with this
+    Python). Any other name is a program: looked up beside this Python (the
+    launcher's own ``bin``, where its plugins are installed), then in the
+    absolute directories of ``PATH``. The current directory is never searched,
+    not even through an empty or relative ``PATH`` entry: root running the
+    launcher from ``/tmp`` must not run what another user planted there.
+    """
     if not command:
         raise ValueError("no plugin command")
     first, rest = command[0], list(command[1:])
-    if first.endswith(".py") and os.path.isfile(first) and not os.access(first, os.X_OK):
-        return [*python_command(isolated=False), first, *rest]
-    if os.sep not in first:
-        import shutil
+    if first.endswith(".py") and os.path.isfile(first):
+        if not os.access(first, os.X_OK):
+            return [*python_command(isolated=False), first, *rest]
+        return [first if os.sep in first else os.path.join(os.curdir, first), *rest]
+    if os.sep in first:
+        return [first, *rest]
+    found = find_program(first)
+    if found is None:
+        raise PluginNotFound(
+            f"no plugin named {first!r} beside the launcher ({_own_bin() or '?'}) or on PATH;"
+            f" a file in the current directory is run only as a path: ./{first}"
+        )
+    return [found, *rest]
 
-        if shutil.which(first) is None:
-            if os.path.isfile(first):
-                return [os.path.join(os.curdir, first), *rest]
-            # A console script installed beside this Python (an inactive venv).
-            beside = os.path.join(os.path.dirname(sys.executable), first)
-            if os.path.isfile(beside) and os.access(beside, os.X_OK):
-                return [beside, *rest]
-    return [first, *rest]
+
+def find_program(name: str) -> str | None:
+    """``name`` beside this Python, else in an absolute ``PATH`` directory; its path."""
+    import shutil
+
+    own = _own_bin()
+    beside = os.path.join(own, name) if own else ""
+    if beside and os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return beside
+    path = os.environ.get("PATH", os.defpath)
+    absolute = [d for d in path.split(os.pathsep) if os.path.isabs(d)]
+    return shutil.which(name, path=os.pathsep.join(absolute)) if absolute else None
+
+
+def _own_bin() -> str:
+    """The launcher's ``bin``: its console scripts sit beside its Python."""
+    return os.path.dirname(os.path.abspath(sys.executable)) if sys.executable else ""

@@ -2,7 +2,9 @@
 
 Everything here returns text; :mod:`nomad_device.cli.console` decides where it
 goes. Colour is only a decoration: :class:`Style` with ``enabled=False`` gives
-the same text without escape codes.
+the same text without escape codes. Every string a plugin or device supplied
+goes through :func:`~nomad_device.display.printable` before it is styled or
+padded: a product string with ``ESC [2J`` is shown, not obeyed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final, TextIO
 
+from nomad_device.display import printable
 from nomad_device.model import (
     Attribute,
     DeviceGroup,
@@ -135,8 +138,9 @@ def format_attribute(attr: Attribute) -> str:
     elif isinstance(value, float):
         text = _format_float(value)
     else:
-        text = str(value)
-    return f"{text} {attr.unit}" if attr.unit and not isinstance(value, str | bool) else text
+        text = printable(str(value))
+    unit = printable(attr.unit)
+    return f"{text} {unit}" if unit and not isinstance(value, str | bool) else text
 
 
 def format_stat_value(value: StatValue | None) -> str:
@@ -146,7 +150,7 @@ def format_stat_value(value: StatValue | None) -> str:
     if value.bool_value is not None:
         return "true" if value.bool_value else "false"
     if value.string_value is not None:
-        return value.string_value
+        return printable(value.string_value)
     if value.float_numerator is not None:
         text = _format_float(value.float_numerator)
         if value.float_denominator is not None:
@@ -157,15 +161,15 @@ def format_stat_value(value: StatValue | None) -> str:
             text += f" / {value.int_denominator}"
     else:
         return "<none>"
-    return f"{text} {value.unit}" if value.unit else text
+    return f"{text} {printable(value.unit)}" if value.unit else text
 
 
 def _flatten_stats(obj: StatObject | None, prefix: str = "") -> list[tuple[str, StatValue]]:
     if obj is None:
         return []
-    out = [(prefix + k, v) for k, v in sorted(obj.attributes.items())]
+    out = [(prefix + printable(k), v) for k, v in sorted(obj.attributes.items())]
     for name, nested in sorted(obj.nested.items()):
-        out.extend(_flatten_stats(nested, f"{prefix}{name}."))
+        out.extend(_flatten_stats(nested, f"{prefix}{printable(name)}."))
     return out
 
 
@@ -175,14 +179,14 @@ def _flatten_stats(obj: StatObject | None, prefix: str = "") -> list[tuple[str, 
 def render_info(info: PluginInfo, style: Style, problems: Sequence[str] = ()) -> str:
     kind = {2: "driver", 3: "device"}.get(info.type, f"unknown ({info.type})")
     rows = [
-        ("Name", style.bold(info.name)),
-        ("Version", info.version),
+        ("Name", style.bold(printable(info.name))),
+        ("Version", printable(info.version)),
         ("Type", kind),
-        ("API versions", ", ".join(info.api_versions) or "(none)"),
+        ("API versions", printable(", ".join(info.api_versions)) or "(none)"),
     ]
     text = table(["", ""], rows).split("\n", 1)[1]
     for problem in problems:
-        text += "\n" + style.yellow(f"warning: {problem}")
+        text += "\n" + style.yellow(f"warning: {printable(problem, lines=True)}")
     return text
 
 
@@ -199,10 +203,10 @@ def render_groups(groups: Sequence[DeviceGroup], style: Style) -> str:
         healthy = sum(1 for d in group.devices if d.healthy)
         count = len(group.devices)
         summary = f"{count} device{'s' if count != 1 else ''}, {healthy} healthy"
-        lines = [f"{style.bold(group.key)}  {style.dim('(' + summary + ')')}"]
+        lines = [f"{style.bold(printable(group.key))}  {style.dim('(' + summary + ')')}"]
         if group.attributes:
             attrs = [
-                (style.cyan(name), format_attribute(attr))
+                (style.cyan(printable(name)), format_attribute(attr))
                 for name, attr in sorted(group.attributes.items())
             ]
             lines.append("  Attributes")
@@ -210,10 +214,10 @@ def render_groups(groups: Sequence[DeviceGroup], style: Style) -> str:
         if group.devices:
             rows = [
                 (
-                    dev.id,
+                    printable(dev.id),
                     health_word(dev.healthy, style),
-                    dev.pci_bus_id or "",
-                    dev.health_description,
+                    printable(dev.pci_bus_id or ""),
+                    printable(dev.health_description),
                 )
                 for dev in group.devices
             ]
@@ -232,7 +236,7 @@ def render_stats(groups: Sequence[DeviceGroupStats], style: Style) -> str:
         return style.dim("(no statistics)")
     parts = []
     for group in groups:
-        lines = [style.bold(f"{group.vendor}/{group.type}/{group.name}")]
+        lines = [style.bold(printable(f"{group.vendor}/{group.type}/{group.name}"))]
         rows = []
         for dev_id, stats in sorted(group.instance_stats.items()):
             details = ", ".join(
@@ -240,7 +244,7 @@ def render_stats(groups: Sequence[DeviceGroupStats], style: Style) -> str:
             )
             rows.append(
                 (
-                    dev_id,
+                    printable(dev_id),
                     format_stat_value(stats.summary),
                     style.dim(_clock(stats.timestamp)),
                     details,
@@ -260,7 +264,7 @@ def render_reservation(res: Reservation, style: Style) -> str:
     lines = []
     if res.envs:
         lines.append(style.bold("Environment"))
-        lines.extend(f"  {k}={v}" for k, v in sorted(res.envs.items()))
+        lines.extend(f"  {printable(k)}={printable(v)}" for k, v in sorted(res.envs.items()))
     skipped = [
         item
         for key, value in sorted(res.envs.items())
@@ -270,13 +274,16 @@ def render_reservation(res: Reservation, style: Style) -> str:
     ]
     if skipped:
         lines.append(style.bold("Skipped (the task does not get these)"))
-        lines.extend(f"  {style.yellow(item)}" for item in skipped)
+        lines.extend(f"  {style.yellow(printable(item))}" for item in skipped)
     if res.mounts:
         lines.append(style.bold("Mounts"))
         lines.append(
             table(
                 ["HOST PATH", "TASK PATH", "MODE"],
-                [(m.host_path, m.task_path, "ro" if m.read_only else "rw") for m in res.mounts],
+                [
+                    (printable(m.host_path), printable(m.task_path), "ro" if m.read_only else "rw")
+                    for m in res.mounts
+                ],
                 indent="  ",
             )
         )
@@ -285,7 +292,10 @@ def render_reservation(res: Reservation, style: Style) -> str:
         lines.append(
             table(
                 ["HOST PATH", "TASK PATH", "CGROUP PERMS"],
-                [(d.host_path, d.task_path, d.permissions) for d in res.devices],
+                [
+                    (printable(d.host_path), printable(d.task_path), printable(d.permissions))
+                    for d in res.devices
+                ],
                 indent="  ",
             )
         )
@@ -313,6 +323,8 @@ def render_schema(spec: hclspec.Spec, style: Style) -> str:
         lines.append(_Line(0, "config {", "the schema's root is not an object"))
         _schema_entry("", spec, 1, lines)
         lines.append(_Line(0, "}"))
+    # The names, types and defaults are the plugin's: escaped before they are measured.
+    lines = [_Line(ln.depth, printable(ln.code), printable(ln.note)) for ln in lines]
     width = max((2 * ln.depth + len(ln.code) for ln in lines if ln.note), default=0)
     out = []
     for ln in lines:
@@ -444,7 +456,7 @@ def render_config_value(value: object, ty: cty.CtyType, depth: int = 0) -> str:
         return format(Decimal(repr(value)).normalize(), "f") if value == value else "NaN"
     if isinstance(value, Decimal):
         return format(value.normalize(), "f")
-    return str(value)
+    return printable(str(value))
 
 
 def hex_dump(data: bytes, indent: str = "  ", width: int = 32) -> str:
@@ -455,4 +467,5 @@ def hex_dump(data: bytes, indent: str = "  ", width: int = 32) -> str:
 
 
 def _quoted(text: str) -> str:
-    return hclspec.hcl_literal(text)
+    # HCL's own escapes cover C0 controls; printable() what they leave (C1, bidi).
+    return printable(hclspec.hcl_literal(text))

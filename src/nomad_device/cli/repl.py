@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 from nomad_device.cli import render
 from nomad_device.cli.parsing import parse_interval
 from nomad_device.cli.session import PluginDied, StreamEnded, StreamPump
+from nomad_device.display import printable
 from nomad_device.host import CallError, Stream
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ class Repl:
         except PluginDied as exc:
             self._quiet_down()
             self.console.print()
-            self.console.error(self.style.red("error: ") + str(exc))
+            self.console.error(self.style.red("error: ") + printable(str(exc), lines=True))
             return 1
         except BaseException:
             self._quiet_down()
@@ -240,9 +241,10 @@ class Repl:
             handler(args)
         except CallError as exc:
             if self.opened.session.crashed(exc) is None:  # else the watcher explains
-                self.console.error(f"> {name}: {exc.code.name}: {exc.details}")
+                details = printable(exc.details, lines=True)  # the plugin's words
+                self.console.error(f"> {name}: {exc.code.name}: {details}")
         except ValueError as exc:
-            self.console.error(f"> {name}: {exc}")
+            self.console.error(f"> {name}: {printable(str(exc), lines=True)}")
         return True
 
     # -- commands ---------------------------------------------------------------------
@@ -280,7 +282,10 @@ class Repl:
 
     def _failed(self, name: str, exc: BaseException) -> None:
         self.feeds.pop(name, None)
-        detail = f"{exc.code.name}: {exc.details}" if isinstance(exc, CallError) else str(exc)
+        detail = printable(
+            f"{exc.code.name}: {exc.details}" if isinstance(exc, CallError) else str(exc),
+            lines=True,
+        )
         self.console.error(self.style.red(f"> {name}: stream failed: ") + detail)
 
     def _header(self, name: str, number: int) -> str:

@@ -27,6 +27,7 @@ from nomad_device.cli.console import Console
 from nomad_device.cli.process import Interrupted, SignalGuard, resolve_command
 from nomad_device.cli.render import Style
 from nomad_device.constants import DROPPED_FIELD
+from nomad_device.display import printable
 from nomad_device.goplugin.client import KillResult, PluginError
 from nomad_device.goplugin.hclog import HclogEntry
 from nomad_device.host import CallError, DevicePluginClient, Stream
@@ -92,13 +93,14 @@ def format_log(entry: HclogEntry, name: str, style: Style) -> str:
     tag = style.level(entry.level, f"[{level}]")
     pad = " " * (7 - len(level) - 2)
     module = entry.module or name
-    text = f"{stamp} {tag}{pad} {module}: {entry.message}"
+    # What the plugin wrote is shown, never obeyed: escaped before the level's colour.
+    text = f"{stamp} {tag}{pad} {printable(module)}: {printable(entry.message)}"
     for key, value in entry.fields.items():
         if isinstance(value, str) and value and not any(c.isspace() for c in value):
             shown = value
         else:
             shown = json.dumps(value, ensure_ascii=False, default=str)
-        text += f" {key}={shown}"
+        text += f" {printable(key)}={printable(shown)}"
     return text
 
 

@@ -166,8 +166,8 @@ async def _serve(config: ServeConfig, capture: StdioCapture | None) -> int:
                 "plugin address", extra={"network": listener.network, "address": listener.address}
             )
             _write_handshake(capture, line.render())
-            # After the handshake, so the host never waits for it.
-            socketdirs.sweep()
+            # After the handshake and in a thread of its own: serving never waits for it.
+            socketdirs.sweep_in_background()
             await stop.wait()
             log.debug("stopping plugin server")
             await server.stop(STOP_GRACE_SECONDS)

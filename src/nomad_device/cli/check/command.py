@@ -75,7 +75,7 @@ def _check(app: App) -> int:
         job, nodes, source, filters=filters, enterprise=opts.enterprise, judge=judge
     )
     if opts.json:
-        app.console.print(nomadjson.dumps_prepared(render_json(report)))
+        app.console.print(nomadjson.dumps_prepared(render_json(report)), raw=True)
     else:
         app.console.print(render_text(report, app.style))
     return 0 if report.all_place else 1

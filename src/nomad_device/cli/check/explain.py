@@ -1,4 +1,9 @@
-"""The checker's verdicts as text for people and as JSON for scripts."""
+"""The checker's verdicts as text for people and as JSON for scripts.
+
+Names, IDs, attribute values and reasons in the text come from devices, nodes
+and job files: each goes through :func:`~nomad_device.display.printable`
+before it is styled; the JSON keeps them as they are.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from typing import Any
 
 from nomad_device.cli.nomadjson import go_number
 from nomad_device.cli.render import Style
+from nomad_device.display import printable
 from nomad_device.placement.evaluate import GroupReport, NodeEntry, Report
 from nomad_device.placement.model import DeviceRequest, TaskGroup
 from nomad_device.placement.scheduler import (
@@ -36,24 +42,25 @@ def _request_text(task: str, req: DeviceRequest) -> str:
     if req.affinities:
         extra.append(f"{len(req.affinities)} affinit{'ies' if len(req.affinities) != 1 else 'y'}")
     tail = f", {', '.join(extra)}" if extra else ""
-    return f'task "{task}" device "{req.name}" (count {req.count}{tail})'
+    return printable(f'task "{task}" device "{req.name}" (count {req.count}{tail})')
 
 
 def _group_heading(group: TaskGroup) -> str:
     reqs = requests_of(group)
+    name = printable(group.name)
     if not reqs:
-        return f'Group "{group.name}": asks for no devices'
+        return f'Group "{name}": asks for no devices'
     n = len(reqs)
-    return f'Group "{group.name}": {n} device request{"s" if n != 1 else ""}'
+    return f'Group "{name}": {n} device request{"s" if n != 1 else ""}'
 
 
 def _node_name(entry: NodeEntry) -> str:
     node = entry.node
     if node.origin == "plugin":
-        return f"plugin {node.name}"
+        return printable(f"plugin {node.name}")
     if node.name and node.id and node.name != node.id:
-        return f"node {node.name} ({node.short})"
-    return f"node {node.name or node.short}"
+        return printable(f"node {node.name} ({node.short})")
+    return printable(f"node {node.name or node.short}")
 
 
 def _pick_line(p: Pick) -> str:
@@ -63,7 +70,7 @@ def _pick_line(p: Pick) -> str:
         line += f" on NUMA node {p.memory_node}"
     if p.request.affinities:
         line += f" affinity score {_score(p.score)}"
-    return line
+    return printable(line)
 
 
 def _why_lines(leaf: Leaf, style: Style) -> list[str]:
@@ -81,20 +88,22 @@ def _why_lines(leaf: Leaf, style: Style) -> list[str]:
                 f"[{', '.join(p.ids)}]"
                 for p in leaf.picks
             )
-            lines.append(f"  after {taken}")
+            lines.append(printable(f"  after {taken}"))
         named = [e for e in failure.evals if e.name_ok]
         if not failure.evals:
             lines.append("  the node has no devices")
         elif not named:
             have = ", ".join(e.device.label for e in failure.evals)
-            lines.append(f'  no device group here is a "{req.name}" (the node has {have})')
+            lines.append(
+                printable(f'  no device group here is a "{req.name}" (the node has {have})')
+            )
         for e in named:
-            lines.append(f"  {style.bold(e.device.label)}: {_reason(e, style)}")
+            lines.append(f"  {style.bold(printable(e.device.label))}: {_reason(e, style)}")
     return lines
 
 
 def _reason(e: GroupEval, style: Style) -> str:
-    return style.red(e.reason()) if style.enabled else e.reason()
+    return style.red(printable(e.reason())) if style.enabled else printable(e.reason())
 
 
 def _outcome_word(outcome: str, style: Style) -> str:
@@ -112,7 +121,7 @@ def _nomad_words(v: NodeVerdict) -> str:
         words.append('"missing devices"')
     if True in v.checker and v.failures:
         errors = sorted({leaf.error for leaf in v.failures})
-        words.extend(f'"devices: {err}"' for err in errors)
+        words.extend(printable(f'"devices: {err}"') for err in errors)
     return " or ".join(words)
 
 
@@ -135,7 +144,7 @@ def _deterministic(v: NodeVerdict) -> tuple[bool, list[str]]:
 def _entry_lines(entry: NodeEntry, style: Style) -> list[str]:
     head = f"  {style.bold(_node_name(entry))}: {_outcome_word(entry.outcome, style)}"
     if entry.skipped:
-        return [f"{head}: {entry.skipped}"]
+        return [f"{head}: {printable(entry.skipped)}"]
     v = entry.verdict
     assert v is not None
     lines = [head]
@@ -167,7 +176,7 @@ def _entry_lines(entry: NodeEntry, style: Style) -> list[str]:
     if v.successes:
         det, notes = _deterministic(v)
         lines.append(f"    deterministic: {'yes' if det else 'no'}")
-        lines.extend(f"    note: {n}" for n in notes)
+        lines.extend(printable(f"    note: {n}") for n in notes)
     shown: set[str] = set()
     for leaf in v.failures:
         why = _why_lines(leaf, style)
@@ -182,14 +191,14 @@ def _entry_lines(entry: NodeEntry, style: Style) -> list[str]:
             lines.extend("    " + w for w in why)
         if len(shown) >= 3:
             break
-    lines.extend(f"    note: {n}" for n in v.notes)
+    lines.extend(printable(f"    note: {n}") for n in v.notes)
     return lines
 
 
 def render_text(report: Report, style: Style) -> str:
     job = report.job
     lines = [
-        f'Job "{job.id}" ({job.origin}) against {report.source}',
+        printable(f'Job "{job.id}" ({job.origin}) against {report.source}'),
     ]
     if job.type in ("system", "sysbatch"):
         lines.append(
@@ -206,9 +215,9 @@ def render_text(report: Report, style: Style) -> str:
         for task, req in requests_of(g.group):
             lines.append(f"  {_request_text(task, req)}")
             for c in req.constraints:
-                lines.append(f"    constraint {c}")
+                lines.append(printable(f"    constraint {c}"))
             for a in req.affinities:
-                lines.append(f"    affinity {a}")
+                lines.append(printable(f"    affinity {a}"))
         for entry in g.entries:
             lines.extend(_entry_lines(entry, style))
         if not g.entries:
@@ -226,7 +235,7 @@ def _summary(report: Report, style: Style) -> str:
         places = sum(1 for e in g.entries if e.outcome == "places")
         may = sum(1 for e in g.entries if e.outcome == "may")
         considered = sum(1 for e in g.entries if e.outcome != "skipped")
-        text = f'group "{g.group.name}" places on {places} of {considered} node'
+        text = f'group "{printable(g.group.name)}" places on {places} of {considered} node'
         text += "s" if considered != 1 else ""
         if may:
             text += f" (and may on {may} more)"

@@ -322,7 +322,8 @@ class Settings:
 
 # ----------------------------------------------------------------------- helpers
 
-_HEX_ID: Final = re.compile(r"(?:0[xX])?([0-9a-fA-F]{1,4})")
+_HEX_ID: Final = re.compile(r"[0-9a-fA-F]{4}")
+_HEX_ID_FIXABLE: Final = re.compile(r"(?:0[xX])?([0-9a-fA-F]{1,4})")
 _HEX_CLASS: Final = re.compile(r"(?:0[xX])?([0-9a-fA-F]{1,6})")
 _CLASS_BITS: Final = 24
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -415,20 +416,26 @@ class _Problems:
 
 
 def _hex_id(raw: str, bus: str, label: str, where: str, problems: _Problems) -> int | None:
-    """A USB or PCI ID, four hex digits as ``lsusb`` / ``lspci -nn`` print them."""
+    """A USB or PCI ID: exactly four hex digits, as ``lsusb`` / ``lspci -nn`` print them.
+
+    Nothing else, so that the message and what is accepted agree: ``0x1af4``
+    or ``1af`` is refused with the four digits it stands for.
+    """
     if raw == "":
         return None
-    found = _HEX_ID.fullmatch(raw)
-    if found is None:
+    if _HEX_ID.fullmatch(raw) is None:
         tool, example = ("lsusb", "1a86") if bus == "USB" else ("lspci -nn", "1002")
+        fixable = _HEX_ID_FIXABLE.fullmatch(raw)
+        hint = (
+            f'four hex digits: "{fixable.group(1).lower().rjust(4, "0")}"'
+            if fixable is not None
+            else f'four hex digits, e.g. "{example}"'
+        )
         problems.add(
-            label,
-            where,
-            f"{_q(raw)} is not a {bus} ID in hex as {tool} prints it"
-            f' (four hex digits, e.g. "{example}")',
+            label, where, f"{_q(raw)} is not a {bus} ID in hex as {tool} prints it ({hint})"
         )
         return None
-    return int(found.group(1), 16)
+    return int(raw, 16)
 
 
 def _pci_class(raw: str, label: str, where: str, problems: _Problems) -> tuple[int, int]:

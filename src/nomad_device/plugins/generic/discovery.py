@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Final
 
 from nomad_device.model import Attribute
 from nomad_device.plugins.generic.config import Kind
+from nomad_device.plugins.generic.nearmiss import pci_nearest, usb_nearest
 from nomad_device.plugins.generic.patterns import fixed_dir
 from nomad_device.plugins.generic.pci import (
     PciFunction,
@@ -188,6 +189,8 @@ class ScanResult:
     usb_unmatched: set[str] = field(default_factory=set)  # labels whose usb blocks match nothing
     usb_bus: bool = True  # whether sysfs has a USB bus at all
     pci_unmatched: set[str] = field(default_factory=set)  # labels whose pci blocks match nothing
+    # ("usb" or "pci", label) of an unmatched block: what came closest (nearmiss).
+    nearest: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 _KIND_OF_MODE: Final = (
@@ -539,6 +542,11 @@ class Scanner:
         if self.pci_ids.note:
             notes.add(self.pci_ids.note)
         pci_unmatched = {label for label, taken in pci_taken.items() if not taken}
+        nearest = {
+            ("pci", k.label): pci_nearest(k.pci, functions)
+            for k in kinds
+            if k.label in pci_unmatched
+        }
         claimed_nodes: dict[str, str] = {}
         claimed_devices: dict[str, str] = {}
         ids: dict[str, str] = {}
@@ -555,6 +563,7 @@ class Scanner:
                         candidates.append(found)
             if kind.usb and not matched:
                 usb_unmatched.add(kind.label)
+                nearest["usb", kind.label] = usb_nearest(kind.usb, usb)
             for ident, driver in pci_taken.get(kind.label, ()):
                 names_of = names.get(_pci_key(ident), PciNames())
                 found = self._pci_found(kind, ident, driver, names_of, mine)
@@ -588,7 +597,9 @@ class Scanner:
             kept.sort(key=order_key)
             result[kind.label] = kept
         bus = usb_bus_present(self.roots) if wants_usb else True
-        return ScanResult(result, empty, notes, refused, usb_unmatched, bus, pci_unmatched)
+        return ScanResult(
+            result, empty, notes, refused, usb_unmatched, bus, pci_unmatched, nearest=nearest
+        )
 
 
 def _usb_key(device: UsbDevice) -> tuple[int, int, str, str, str]:

@@ -316,8 +316,10 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         # Once per block and config: an unplugged device says "device gone" already.
         for label in sorted(scan.usb_unmatched - self._usb_warned):
             if scan.usb_bus:
+                nearest = scan.nearest.get(("usb", label), "")
                 self.log.warning(
-                    "no USB device matches (yet); its devices appear when one is plugged in",
+                    f"no USB device matches (yet): {nearest};"
+                    " its devices appear when one is plugged in",
                     extra={"device": label},
                 )
             else:
@@ -328,8 +330,9 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
                 )
         self._usb_warned |= scan.usb_unmatched
         for label in sorted(scan.pci_unmatched - self._pci_warned):
+            nearest = scan.nearest.get(("pci", label), "")
             self.log.warning(
-                "no PCI function matches (yet); its devices appear when one does",
+                f"no PCI function matches (yet): {nearest}; its devices appear when one does",
                 extra={"device": label},
             )
         self._pci_warned |= scan.pci_unmatched

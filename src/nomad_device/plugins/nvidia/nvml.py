@@ -755,6 +755,8 @@ class Nvml:
                 handle = N.nvmlEventSetCreate()
             except Exception as exc:
                 return Unavailable("error", f"nvmlEventSetCreate: {exc}")
+            if (no_wait := _cannot_wait(N, handle)) is not None:
+                return no_wait
             coverage: list[Coverage] = []
             uuid_at: dict[int, str] = {}
             for uuid in sorted(targets):
@@ -773,6 +775,31 @@ class Nvml:
             subscription = Subscription(N, handle, key, tuple(coverage), uuid_at)
             self._subscriptions.append(subscription)
             return subscription
+
+
+def _cannot_wait(N: Any, event_set: Any) -> Unavailable | None:
+    """Why this driver can never wait for events, found before any GPU is registered.
+
+    The binding's wait calls ``nvmlEventSetWait_v2``, which drivers before R450
+    lack: it answers FUNCTION_NOT_FOUND every time. A fact about the node, not
+    a failure, so it is found here (a zero wait on the still empty set, which
+    can consume no event) and the set is freed; the plugin says so once and
+    polls. Any other answer is left to the real waits.
+    """
+    try:
+        N.nvmlEventSetWait(event_set, 0)
+    except N.NVMLError as exc:
+        if _code(exc) != codes.FUNCTION_NOT_FOUND:
+            return None
+        with contextlib.suppress(Exception):
+            N.nvmlEventSetFree(event_set)
+        failure = Failure("nvmlEventSetWait", _code(exc), str(exc))
+        return Unavailable(
+            "error",
+            f"{failure}: this driver has no nvmlEventSetWait_v2 (it came with R450)",
+            failure,
+        )
+    return None
 
 
 def _register(N: Any, device: Any, event_set: Any, uuid: str) -> Coverage | None:

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from nomad_device.display import printable
 from nomad_device.testing.conformance.checks import CheckResult, Status
 
 __all__ = ["ConformanceError", "ConformanceReport"]
@@ -90,7 +91,9 @@ class ConformanceReport:
         Failures and warnings always show their evidence, why the check matters
         to Nomad and how to fix it; ``verbose`` adds evidence for the rest. The
         last line counts the outcomes and gives the verdict, which says how many
-        checks were skipped; ``strict`` counts them against the plugin.
+        checks were skipped; ``strict`` counts them against the plugin. What is
+        not printable (a device's escape sequences) is escaped
+        (:func:`~nomad_device.display.printable`); :meth:`to_json` keeps it.
         """
         who = shlex.join(self.command)
         lines = [f"Nomad device plugin conformance: {who}"]
@@ -119,7 +122,8 @@ class ConformanceReport:
             f"{counts[Status.SKIP]} skipped in {self.seconds:.1f} s -- "
             + self.verdict(strict=strict)
         )
-        return "\n".join(lines)
+        # Evidence quotes what the plugin sent and logged: shown, never obeyed by a terminal.
+        return "\n".join(printable(line, tabs=True) for line in lines)
 
     def verdict(self, *, strict: bool = False) -> str:
         """``CONFORMS``, or why not quite: failures, or checks that were skipped."""
