@@ -10,7 +10,6 @@ killed the way Nomad kills it before the command returns.
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,8 +20,8 @@ from nomad_device.cli import nomadjson, render
 from nomad_device.cli.console import Console
 from nomad_device.cli.process import SignalGuard, find_program
 from nomad_device.constants import DEVICE_API_VERSION
-from nomad_device.interpreter import python_command
 from nomad_device.display import printable
+from nomad_device.interpreter import python_command
 from nomad_device.model import DeviceGroup, PluginInfo
 from nomad_device.wire import hclspec
 
