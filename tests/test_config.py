@@ -374,8 +374,8 @@ class WithLabels:
 
 
 def test_hcl_block_maps_are_block_attrs_that_an_agent_file_can_set() -> None:
+    from nomad_device.agentconfig.hcldec import compile_spec, decode, encode
     from nomad_device.cli import hclconfig
-    from nomad_device.wire.hcldec import compile_spec, decode, encode
     from nomad_device.wire.hclspec import BlockAttrs
 
     spec = config_spec(WithLabels)

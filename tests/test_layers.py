@@ -20,21 +20,26 @@ ALLOWED: dict[str, set[str]] = {
     # Event sources (inotify, kernel uevents) know nothing of Nomad, like goplugin/.
     "sources": set(),
     "wire": {"model", "proto", "golang", "frozen"},
+    # How an agent builds SetConfig from an agent file (HCL 1, hcldec, templates): above
+    # the wire formats it produces, and never imported by them or by a serving plugin.
+    "agentconfig": {"wire", "model", "proto", "golang", "frozen"},
     "config": {"wire", "golang", "frozen"},
     "constants": {"goplugin"},
     "host": BASE | {"goplugin", "wire", "config", "constants"},
     "plugin": BASE | {"goplugin", "wire", "config", "constants", "sources"},
-    "testing": BASE | {"goplugin", "wire", "config", "constants", "host", "plugin", "placement"},
+    "testing": BASE
+    | {"goplugin", "wire", "agentconfig", "config", "constants", "host", "plugin", "placement"},
     "plugins": BASE | {"wire", "config", "constants", "plugin", "sources"},
     # The placement model (Nomad's scheduler rules for devices, jobs, nodes and the
     # cluster's API): values only, read with the wire layer's HCL reader.
-    "placement": BASE | {"wire"},
+    "placement": BASE | {"wire", "agentconfig"},
     # The launcher is the top: it drives plugins through the host client and its
     # demo uses the example plugin's bundled directory.
     "cli": BASE
     | {
         "goplugin",
         "wire",
+        "agentconfig",
         "config",
         "constants",
         "host",

@@ -175,7 +175,7 @@ def test_a_later_block_without_config_keeps_the_earlier_config_and_adds_its_args
     _write(tmp_path / "20.hcl", 'plugin "nomad-device-generic" {\n  config {}\n}\n')
     _write(tmp_path / "30.json", json.dumps({"plugin": {"nomad-device-generic": {"args": ["-v"]}}}))
     assert _devices(str(tmp_path)) == ["kvm"]
-    from nomad_device.wire.agentfile import parse_agent_file
+    from nomad_device.agentconfig.agentfile import parse_agent_file
 
     block = parse_agent_file(tmp_path).select([], "nomad-device-generic")
     assert block.args == ["-v"]

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import pytest
 
+from nomad_device.agentconfig.hcldec import compile_spec, decode, encode
 from nomad_device.cli import hclconfig
-from nomad_device.wire.hcldec import compile_spec, decode, encode
 from nomad_device.wire.hclspec import (
     Attr,
     Block,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from nomad_device.agentconfig.hcldec import JValue
 from nomad_device.cli import hclconfig
-from nomad_device.wire.hcldec import JValue
 
 AGENT = """
 data_dir = "/opt/nomad"

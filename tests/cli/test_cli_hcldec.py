@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 from agentgen import TEMPLATED
 
-from nomad_device.cli import hclconfig
-from nomad_device.wire import cty
-from nomad_device.wire.hcldec import (
+from nomad_device.agentconfig.hcldec import (
     Decoded,
     SchemaError,
     compile_spec,
@@ -15,6 +13,8 @@ from nomad_device.wire.hcldec import (
     encode,
     from_python,
 )
+from nomad_device.cli import hclconfig
+from nomad_device.wire import cty
 from nomad_device.wire.hclspec import (
     Array,
     Attr,

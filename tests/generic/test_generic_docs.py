@@ -15,11 +15,11 @@ from pathlib import Path
 import hcl2
 import pytest
 
+from nomad_device.agentconfig.hcldec import compile_spec, decode, encode
 from nomad_device.cli import hclconfig
 from nomad_device.errors import InvalidArgument
 from nomad_device.plugins.generic.config import Settings, settings_from
 from nomad_device.plugins.generic.plugin import GenericDevicePlugin
-from nomad_device.wire.hcldec import compile_spec, decode, encode
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins" / "generic.md"
 BLOCKS = re.findall(r"```hcl\n(.*?)```", DOC.read_text(), re.S)

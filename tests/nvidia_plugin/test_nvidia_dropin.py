@@ -14,11 +14,11 @@ from typing import Any
 import grpc
 import pytest
 
+from nomad_device.agentconfig.hcldec import compile_spec, decode
+from nomad_device.agentconfig.hcldec import encode as encode_decoded
 from nomad_device.cli import hclconfig
 from nomad_device.host import CallError
 from nomad_device.wire import hclspec
-from nomad_device.wire.hcldec import compile_spec, decode
-from nomad_device.wire.hcldec import encode as encode_decoded
 
 from .fakenvml import gpu, gpu_uuid
 from .nvidia_support import PLUGIN, Scenarios, devices, encode

@@ -1,11 +1,11 @@
-"""The launcher's old home of the agent-file reader, now :mod:`nomad_device.wire.agentfile`.
+"""The launcher's old home of the agent-file reader, now :mod:`nomad_device.agentconfig.agentfile`.
 
 The reader moved below the testing layer so that the conformance suite reads
 ``--config agent.hcl`` exactly as the launcher does; these names stay for
 existing imports.
 """
 
-from nomad_device.wire.agentfile import (
+from nomad_device.agentconfig.agentfile import (
     CLI_EXTRA_HINT,
     AgentFile,
     ConfigFileError,

@@ -503,7 +503,7 @@ class _HclJob:
         return JobError(f"{self.origin}:{line if line is not None else '?'}: {message}")
 
     def read(self) -> Job:
-        from nomad_device.wire.agentfile import MissingExtraError, load_hcl2
+        from nomad_device.agentconfig.agentfile import MissingExtraError, load_hcl2
 
         try:
             api = load_hcl2()
@@ -763,7 +763,7 @@ class _HclJob:
         if kind == "string":
             return self.string(node)
         if kind in ("heredoc_template", "heredoc_template_trim"):
-            from nomad_device.wire.agentfile import heredoc_text
+            from nomad_device.agentconfig.agentfile import heredoc_text
 
             text = heredoc_text(node, kind.endswith("_trim"), self.origin)
             if re.search(r"(?<!\$)\$\{\s*(var|local)\.", text):
@@ -807,7 +807,7 @@ class _HclJob:
         return self.text[start:end]
 
     def string(self, node: Any) -> str:
-        from nomad_device.wire.agentfile import unescape_string
+        from nomad_device.agentconfig.agentfile import unescape_string
 
         out: list[str] = []
         for part in node.children:

@@ -72,7 +72,7 @@ class _HarnessAPI:
 
     def config_bytes(self, config: ConfigInput = None) -> bytes:
         """The ``SetConfig`` bytes :meth:`set_config` would send for ``config``."""
-        from nomad_device.testing import defaults
+        from nomad_device.agentconfig import defaults
 
         if isinstance(config, bytes | bytearray):
             return bytes(config)

@@ -111,7 +111,7 @@ def config_schema(suite: Suite, client: DevicePluginClient, timeout: float) -> A
 
 def schema_safe(suite: Suite, spec: Any) -> None:
     """Look for configs that make the agent panic, and show one for each way found."""
-    from nomad_device.wire import agentfile, schemasafety
+    from nomad_device.agentconfig import agentfile, schemasafety
 
     names = agentfile.block_names(suite.command)
     label = suite.config_block.name if suite.config_block and suite.config_block.name else None
@@ -138,7 +138,7 @@ def schema_safe(suite: Suite, spec: Any) -> None:
 
 
 def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: float) -> bytes | None:
-    from nomad_device.testing import defaults
+    from nomad_device.agentconfig import defaults
 
     label = "the defaults-only config"
     data: bytes | None
@@ -218,12 +218,12 @@ def _block_label(suite: Suite) -> str:
 
 def _encode_block(suite: Suite, spec: Any, label: str) -> bytes | None:
     """The bytes a Nomad agent sends for the agent file's block (None when it would not)."""
-    from nomad_device.wire import agentconfig
+    from nomad_device.agentconfig import setconfig
 
     block = suite.config_block
     assert block is not None
     origin = block.origin or "config"
-    result = agentconfig.from_body(block.config, spec, origin)
+    result = setconfig.from_body(block.config, spec, origin)
     if result.outcome == "panic":
         suite.put("set-config", Status.FAIL, f"{label}: {result.explanation}")
         return None

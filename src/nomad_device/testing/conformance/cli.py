@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config_file=args.config_file,
         plugin_name=args.plugin_name,
     )
-    from nomad_device.wire.agentfile import ConfigFileError, MissingExtraError
+    from nomad_device.agentconfig.agentfile import ConfigFileError, MissingExtraError
 
     try:
         report = run_conformance(command, options)

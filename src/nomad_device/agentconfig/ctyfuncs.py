@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
-from nomad_device.wire import cty
-from nomad_device.wire.ctyconvert import (
+from nomad_device.agentconfig.ctyconvert import (
     TV,
     ConversionError,
     convertible,
@@ -31,7 +30,8 @@ from nomad_device.wire.ctyconvert import (
     number_text,
     unify,
 )
-from nomad_device.wire.ctyconvert import convert as _convert_value
+from nomad_device.agentconfig.ctyconvert import convert as _convert_value
+from nomad_device.wire import cty
 
 __all__ = ["FUNCTIONS", "EvalError", "Function", "Unsupported", "convert"]
 

@@ -12,7 +12,7 @@ same for a config body given as JSON (the shape the agent holds after parsing
 its HCL: blocks as objects or lists of objects). Both refuse, with
 :class:`ConfigRequired`, when the schema insists on something the body lacks.
 
-The decoding itself is :mod:`nomad_device.wire.hcldec` (the same decoder the
+The decoding itself is :mod:`nomad_device.agentconfig.hcldec` (the same decoder the
 ``nomad-device`` launcher uses); this module only adapts its diagnostics to
 exceptions. Each problem is HCL's ``summary: detail`` text, prefixed with the
 key path it concerns when that is not the top level. A config the agent would
@@ -28,7 +28,8 @@ import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from nomad_device.wire import cty, hcldec, hclspec
+from nomad_device.agentconfig import hcldec
+from nomad_device.wire import cty, hclspec
 
 __all__ = [
     "AgentCrash",
@@ -65,7 +66,10 @@ class ConfigRequired(ConfigBodyError):
 
 
 class AgentCrash(ConfigBodyError):
-    """A Nomad agent given this config would panic (see :mod:`nomad_device.wire.schemasafety`)."""
+    """A Nomad agent given this config would panic.
+
+    :mod:`nomad_device.agentconfig.schemasafety` finds the schemas that allow it.
+    """
 
 
 def config_from_agent_file(spec: hclspec.Spec, text: str, plugin: str) -> bytes:
@@ -74,9 +78,9 @@ def config_from_agent_file(spec: hclspec.Spec, text: str, plugin: str) -> bytes:
     Raises :class:`AgentCrash` where the agent would crash and
     :class:`ConfigBodyError` where it would refuse (with its messages).
     """
-    from nomad_device.wire import agentconfig
+    from nomad_device.agentconfig import setconfig
 
-    result = agentconfig.from_agent_text(text, spec, plugin)
+    result = setconfig.from_agent_text(text, spec, plugin)
     if result.outcome == "panic":
         raise AgentCrash([result.explanation])
     if not result.ok:
@@ -119,7 +123,7 @@ def decode_body(spec: hclspec.Spec, body: Mapping[str, object] | str) -> Typed:
     """The cty value (and its concrete type) hcldec would produce for ``body``.
 
     A schema Nomad could not build a decoder from raises
-    :class:`~nomad_device.wire.hcldec.SchemaError` (a :class:`ValueError`).
+    :class:`~nomad_device.agentconfig.hcldec.SchemaError` (a :class:`ValueError`).
     """
     if isinstance(body, str):
         try:
@@ -135,7 +139,7 @@ def decode_body(spec: hclspec.Spec, body: Mapping[str, object] | str) -> Typed:
         raise ConfigBodyError([str(exc)]) from None
     decoded = hcldec.decode(hcldec.compile_spec(spec), document)
     if decoded.panic is not None:
-        from nomad_device.wire.agentconfig import explain_panic
+        from nomad_device.agentconfig.setconfig import explain_panic
 
         raise AgentCrash([explain_panic(decoded.panic)])
     if decoded.diagnostics:

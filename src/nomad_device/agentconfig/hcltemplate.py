@@ -29,8 +29,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Final
 
-from nomad_device.wire import cty, hclspec
-from nomad_device.wire.ctyconvert import (
+from nomad_device.agentconfig.ctyconvert import (
     TV,
     UNKNOWN,
     ConversionError,
@@ -39,7 +38,8 @@ from nomad_device.wire.ctyconvert import (
     number_text,
     unify,
 )
-from nomad_device.wire.ctyfuncs import FUNCTIONS, EvalError, Unsupported, convert
+from nomad_device.agentconfig.ctyfuncs import FUNCTIONS, EvalError, Unsupported, convert
+from nomad_device.wire import cty, hclspec
 
 __all__ = [
     "FUNCTIONS",

@@ -2,12 +2,12 @@
 
 The agent's path, each step in its own module:
 
-1. read the agent file with HCL 1 into Go values (:mod:`~nomad_device.wire.agentfile`,
-   on :mod:`~nomad_device.wire.hcl1`), keep the last ``plugin`` block with the
+1. read the agent file with HCL 1 into Go values (:mod:`~nomad_device.agentconfig.agentfile`,
+   on :mod:`~nomad_device.agentconfig.hcl1`), keep the last ``plugin`` block with the
    plugin's label;
 2. write its ``config`` map as JSON and read that as an HCL 2 JSON body;
 3. decode the body with hcldec and the spec built from the plugin's
-   ``ConfigSchema`` (:mod:`~nomad_device.wire.hcldec`);
+   ``ConfigSchema`` (:mod:`~nomad_device.agentconfig.hcldec`);
 4. encode the value as cty msgpack with its own type.
 
 :func:`from_agent_text` and :func:`from_body` run the path and say how it ends
@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from nomad_device.wire import cty, hcldec, hclspec
+from nomad_device.agentconfig import hcldec
+from nomad_device.wire import cty, hclspec
 
 __all__ = ["AgentConfig", "explain_panic", "from_agent_text", "from_body"]
 
@@ -57,7 +58,7 @@ def from_agent_text(
     text: str, spec: hclspec.Spec, plugin: str, origin: str = "agent.hcl"
 ) -> AgentConfig:
     """The config the agent builds for the plugin labelled ``plugin`` in ``text``."""
-    from nomad_device.wire import agentfile
+    from nomad_device.agentconfig import agentfile
 
     try:
         parsed = agentfile.parse_agent_text(text, origin)

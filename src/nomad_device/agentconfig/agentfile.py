@@ -9,14 +9,14 @@ An agent file names a plugin and configures it::
       }
     }
 
-The agent parses the file with HCL 1 (:mod:`nomad_device.wire.hcl1`; native
+The agent parses the file with HCL 1 (:mod:`nomad_device.agentconfig.hcl1`; native
 syntax or JSON) and decodes it into Go values: each ``plugin`` block becomes a
 label, ``args`` and a ``config`` map, in which every object -- a nested block
 or an ``= { ... }`` value -- is a *list of maps*, repeated keys merge (lists and
 blocks add up, a later scalar replaces an earlier one, converted to the
 earlier one's Go type) and labelled blocks nest one list per label. That map,
 written as JSON, is what the plugin's schema is decoded against
-(:mod:`nomad_device.wire.hcldec`). This module reproduces that decoding,
+(:mod:`nomad_device.agentconfig.hcldec`). This module reproduces that decoding,
 keeping line numbers for messages, and what the agent does around it:
 
 - keys left over from plugin items (a JSON file's nested objects read as
@@ -45,10 +45,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from nomad_device.agentconfig import hcl1
+from nomad_device.agentconfig.hcldec import JProp, JValue, Source, from_python, name_suggestion
+from nomad_device.agentconfig.hcltemplate import EscapeError, unescape
 from nomad_device.golang import quote
-from nomad_device.wire import hcl1
-from nomad_device.wire.hcldec import JProp, JValue, Source, from_python, name_suggestion
-from nomad_device.wire.hcltemplate import EscapeError, unescape
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -335,7 +335,7 @@ def parse_agent_text(text: str, origin: str = "<config>") -> AgentFile:
         root = hcl1.parse(text)
         return _Decoder(origin).agent_file(root)
     except hcl1.HCL1Error as exc:
-        from nomad_device.wire.hclsyntax import hint
+        from nomad_device.agentconfig.hclsyntax import hint
 
         extra = hint(str(exc), text)
         raise ConfigFileError(

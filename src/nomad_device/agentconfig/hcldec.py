@@ -18,7 +18,7 @@ encoded with the value's own type. This module reproduces the last three steps:
 
 Diagnostics keep HCL's summary and detail texts, which Nomad prints as
 ``summary: detail``. The front end that reads agent files and ``--config-json``
-text is :mod:`nomad_device.wire.agentfile`.
+text is :mod:`nomad_device.agentconfig.agentfile`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final, TypeAlias
 
-from nomad_device.wire import cty, hclspec, hcltemplate
-from nomad_device.wire.ctyconvert import (
+from nomad_device.agentconfig import hcltemplate
+from nomad_device.agentconfig.ctyconvert import (
     TV,
     UNKNOWN,
     ConversionError,
@@ -39,6 +39,7 @@ from nomad_device.wire.ctyconvert import (
     has_dynamic_part,
     unify,
 )
+from nomad_device.wire import cty, hclspec
 
 __all__ = [
     "Decoded",
@@ -973,7 +974,7 @@ class _Decoder:
         and ``%{``); a lone interpolation gives its value, of any type. A variable
         gets the agent's own diagnostic (``Variables not allowed``), as does a
         failing function call; what the launcher cannot evaluate exactly (see
-        :mod:`nomad_device.wire.hcltemplate`) is refused and says why. None
+        :mod:`nomad_device.agentconfig.hcltemplate`) is refused and says why. None
         after an error, or an unknown value of any type where the agent could not
         parse the template.
         """
