@@ -43,36 +43,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import Final, TypeAlias
 
 from nomad_device.agentconfig import hcl1
 from nomad_device.agentconfig.hcldec import JProp, JValue, Source, from_python, name_suggestion
-from nomad_device.agentconfig.hcltemplate import EscapeError, unescape
 from nomad_device.golang import quote
 
-if TYPE_CHECKING:
-    from types import ModuleType
-
 __all__ = [
-    "CLI_EXTRA_HINT",
     "AgentFile",
     "ConfigFileError",
-    "MissingExtraError",
     "PluginBlock",
     "agent_paths",
     "block_names",
-    "heredoc_text",
-    "load_hcl2",
     "load_json_config",
     "merge_agent_files",
     "parse_agent_file",
     "parse_agent_paths",
     "parse_agent_text",
     "plugin_file",
-    "unescape_string",
 ]
-
-CLI_EXTRA_HINT: Final = "pip install 'nomad-device-sdk[cli]'"
 
 
 class ConfigFileError(ValueError):
@@ -87,26 +76,6 @@ class ConfigFileError(ValueError):
         super().__init__(message)
         self.agent = agent
         self.crash = crash
-
-
-class MissingExtraError(RuntimeError):
-    """python-hcl2 is not installed (or too old to be used)."""
-
-
-def load_hcl2() -> ModuleType:
-    """python-hcl2's API module (HCL 2, for job files), or :class:`MissingExtraError`."""
-    try:
-        import hcl2.api
-    except ImportError:
-        raise MissingExtraError(
-            "reading HCL 2 files needs python-hcl2, which comes with the launcher's "
-            f"extra: {CLI_EXTRA_HINT}"
-        ) from None
-    if not hasattr(hcl2.api, "parses_to_tree"):
-        raise MissingExtraError(
-            f"python-hcl2 is too old for the launcher (need 8 or newer): {CLI_EXTRA_HINT}"
-        )
-    return hcl2.api
 
 
 @dataclass
@@ -937,42 +906,3 @@ def _to_json(value: GoValue, line: int | None = None) -> JValue:
         return JValue("number", value.value, where)
     # float64: written in its shortest form, which is what HCL 2 reads back.
     return JValue("number", Decimal(repr(value.value)), where)
-
-
-# ------------------------------------------------- HCL 2 text (job files)
-
-
-def _tree_line(node: Any) -> int | None:
-    line = getattr(node, "line", None)
-    if isinstance(line, int):
-        return line
-    meta = getattr(node, "meta", None)
-    line = getattr(meta, "line", None) if meta is not None else None
-    return line if isinstance(line, int) else None
-
-
-def unescape_string(node: Any, text: str, origin: str) -> str:
-    """One literal part of a quoted HCL 2 string (python-hcl2's tree), escapes resolved."""
-    try:
-        return unescape(text)
-    except EscapeError as exc:
-        line = _tree_line(node)
-        raise ConfigFileError(f"{origin}:{line if line is not None else '?'}: {exc}") from None
-
-
-def heredoc_text(node: Any, trim: bool, origin: str) -> str:
-    """An HCL 2 heredoc's text (``<<-`` trimmed when ``trim``), from python-hcl2's tree."""
-    raw = str(node.children[0])
-    first, _, rest = raw.partition("\n")
-    marker = first.lstrip("<-").strip()
-    lines = rest.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if lines and lines[-1].strip() == marker:
-        lines.pop()
-    lines = [ln.rstrip("\r") for ln in lines]
-    if trim:
-        indents = [len(ln) - len(ln.lstrip(" \t")) for ln in lines if ln.strip()]
-        cut = min(indents, default=0)
-        lines = [ln[cut:] for ln in lines]
-    return "".join(ln + "\n" for ln in lines)

@@ -164,8 +164,6 @@ class App:
                     opts.plugin = [*opts.plugin, *block.args]
         except agentfile.ConfigFileError as exc:
             raise Failure(str(exc)) from None
-        except agentfile.MissingExtraError as exc:
-            raise Failure(str(exc)) from None
 
     def launch(self) -> tuple[PluginSession, DevicePluginClient]:
         from nomad_device.cli.session import PluginError, PluginSession, display_name

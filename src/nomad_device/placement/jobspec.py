@@ -503,7 +503,7 @@ class _HclJob:
         return JobError(f"{self.origin}:{line if line is not None else '?'}: {message}")
 
     def read(self) -> Job:
-        from nomad_device.agentconfig.agentfile import MissingExtraError, load_hcl2
+        from nomad_device.placement.extra import MissingExtraError, load_hcl2
 
         try:
             api = load_hcl2()
@@ -763,9 +763,7 @@ class _HclJob:
         if kind == "string":
             return self.string(node)
         if kind in ("heredoc_template", "heredoc_template_trim"):
-            from nomad_device.agentconfig.agentfile import heredoc_text
-
-            text = heredoc_text(node, kind.endswith("_trim"), self.origin)
+            text = _heredoc_text(node, kind.endswith("_trim"))
             if re.search(r"(?<!\$)\$\{\s*(var|local)\.", text):
                 raise _Refused(node, "variables and locals are not read by check")
             return text.replace("$${", "${")
@@ -807,7 +805,7 @@ class _HclJob:
         return self.text[start:end]
 
     def string(self, node: Any) -> str:
-        from nomad_device.agentconfig.agentfile import unescape_string
+        from nomad_device.agentconfig.hcltemplate import EscapeError, unescape
 
         out: list[str] = []
         for part in node.children:
@@ -825,9 +823,9 @@ class _HclJob:
                 out.append(text[1:])
             else:
                 try:
-                    out.append(unescape_string(part, text, self.origin))
-                except ValueError as exc:
-                    raise JobError(str(exc)) from None
+                    out.append(unescape(text))
+                except EscapeError as exc:
+                    raise self.fail(part, str(exc)) from None
         return "".join(out)
 
     def interpolation(self, node: Any) -> str:
@@ -841,6 +839,24 @@ class _HclJob:
         start = min(t.start_pos for t in tokens)
         end = max(t.end_pos for t in tokens)
         return self.text[start:end]
+
+
+def _heredoc_text(node: Any, trim: bool) -> str:
+    """An HCL 2 heredoc's text (``<<-`` trimmed when ``trim``), from python-hcl2's tree."""
+    raw = str(node.children[0])
+    first, _, rest = raw.partition("\n")
+    marker = first.lstrip("<-").strip()
+    lines = rest.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if lines and lines[-1].strip() == marker:
+        lines.pop()
+    lines = [ln.rstrip("\r") for ln in lines]
+    if trim:
+        indents = [len(ln) - len(ln.lstrip(" \t")) for ln in lines if ln.strip()]
+        cut = min(indents, default=0)
+        lines = [ln[cut:] for ln in lines]
+    return "".join(ln + "\n" for ln in lines)
 
 
 def _walk_trees(node: Any) -> list[Any]:

@@ -108,8 +108,7 @@ def _agent_config(
     with the block's ``args`` when the command gives none (as the launcher does).
 
     Raises :class:`~nomad_device.agentconfig.agentfile.ConfigFileError` (a ValueError) for a
-    file that cannot be read or has no block for the plugin, and
-    :class:`~nomad_device.agentconfig.agentfile.MissingExtraError` without python-hcl2.
+    file that cannot be read or has no block for the plugin.
     """
     if options.config_file is None or options.config is not None:
         return command, None
