@@ -22,13 +22,13 @@ from launcher_support import cli_env, run_cli
 
 from nomad_device.cli.__main__ import main
 from nomad_device.cli.check.explain import render_json
+from nomad_device.golang.proxy import redact_url
 from nomad_device.placement import cluster, jsonpos
 from nomad_device.placement.apijson import _NODES, _node, decode_allocations, decode_nodes
 from nomad_device.placement.cluster import ApiConfig, read_cluster
 from nomad_device.placement.evaluate import class_candidates, evaluate_job, node_skip_reason
 from nomad_device.placement.jobspec import parse_job_text
 from nomad_device.placement.nodes import NodeError, allocation_from_json, node_from_json
-from nomad_device.placement.proxy import proxy_for, redact_url
 
 JOB = """\
 job "train" {
@@ -253,83 +253,6 @@ def test_fast_and_slow_readers_agree_on_allocations() -> None:
         except NodeError as exc:
             got = str(exc)
         assert got == want, trial
-
-
-# --------------------------------------------------------------------- proxies
-
-# golang.org/x/net/http/httpproxy: useProxy and the NO_PROXY matchers (cases written
-# from its rules, not taken from its tests).
-P = "http://p:1"
-
-
-def _no(value: str) -> dict[str, str]:
-    return {"HTTP_PROXY": P, "NO_PROXY": value}
-
-
-def _no_lower(value: str) -> dict[str, str]:
-    return {"HTTP_PROXY": P, "no_proxy": value}
-
-
-PROXY_CASES = [
-    ("http://nomad.example:4646", {"HTTP_PROXY": "proxy:3128"}, "http://proxy:3128"),
-    ("http://nomad.example:4646", {"http_proxy": "http://p:1"}, "http://p:1"),
-    (
-        "http://nomad.example:4646",
-        {"HTTP_PROXY": "http://a:1", "http_proxy": "http://b:1"},
-        "http://a:1",
-    ),
-    ("https://nomad.example", {"HTTP_PROXY": "http://p:1"}, None),  # https uses HTTPS_PROXY
-    ("https://nomad.example", {"HTTPS_PROXY": "http://p:1"}, "http://p:1"),
-    ("http://nomad.example", {"ALL_PROXY": "http://p:1"}, None),  # Go never reads ALL_PROXY
-    ("http://127.0.0.1:4646", {"HTTP_PROXY": "http://p:1"}, None),
-    ("http://127.9.9.9:4646", {"HTTP_PROXY": "http://p:1"}, None),
-    ("http://localhost:4646", {"HTTP_PROXY": "http://p:1"}, None),
-    ("http://[::1]:4646", {"HTTP_PROXY": "http://p:1"}, None),
-    ("http://[::2]:4646", {"HTTP_PROXY": "http://p:1"}, "http://p:1"),
-    ("http://nomad.example", _no("*"), None),
-    ("http://nomad.example", _no("example"), None),
-    ("http://nomad.example", _no("xample"), "http://p:1"),
-    ("http://nomad.example", _no("nomad.example"), None),
-    ("http://a.nomad.example", _no_lower("nomad.example"), None),
-    (
-        "http://nomad.example",
-        _no(".nomad.example"),
-        "http://p:1",
-    ),
-    ("http://a.nomad.example", _no("*.nomad.example"), None),
-    (
-        "http://anomad.example",
-        _no("nomad.example"),
-        "http://p:1",
-    ),
-    (
-        "http://nomad.example:4646",
-        _no("nomad.example:80"),
-        "http://p:1",
-    ),
-    (
-        "http://nomad.example:4646",
-        _no("nomad.example:4646"),
-        None,
-    ),
-    ("http://10.1.2.3:4646", _no("10.0.0.0/8"), None),
-    ("http://10.1.2.3:4646", _no("10.1.2.3"), None),
-    ("http://10.1.2.4:4646", _no("10.1.2.3"), "http://p:1"),
-    ("http://NOMAD.Example", _no(" Nomad.example "), None),
-    ("unix:///run/nomad.sock", {"HTTP_PROXY": "http://p:1"}, None),
-]
-
-
-@pytest.mark.parametrize(("url", "env", "want"), PROXY_CASES)
-def test_proxy_rules_are_go_s(url: str, env: dict[str, str], want: str | None) -> None:
-    assert proxy_for(url, env) == want
-
-
-def test_no_proxy_in_cgi() -> None:
-    from nomad_device.placement.proxy import ProxyError
-
-    with pytest.raises(ProxyError, match="CGI"):
-        proxy_for("http://nomad.example", {"HTTP_PROXY": "http://p:1", "REQUEST_METHOD": "GET"})
 
 
 @pytest.fixture

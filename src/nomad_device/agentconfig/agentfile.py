@@ -36,7 +36,6 @@ file, and JSON text (``--config-json``) taken as the config body itself.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Sequence
@@ -48,6 +47,7 @@ from typing import Final, TypeAlias
 from nomad_device.agentconfig import hcl1
 from nomad_device.agentconfig.hcldec import JProp, JValue, Source, from_python, name_suggestion
 from nomad_device.golang import quote
+from nomad_device.golang.strconv import float_error, int_error, parse_float, parse_int
 
 __all__ = [
     "AgentFile",
@@ -805,73 +805,19 @@ def _expand_object(node: hcl1.Node) -> hcl1.Node:
     return hcl1.ObjectItem(node.keys[:1], hcl1.ObjectType(hcl1.ObjectList([inner])))
 
 
-# ---------------------------------------------------------- Go's number parsing
-
-_INT64_MIN: Final = -(1 << 63)
-_INT64_MAX: Final = (1 << 63) - 1
-
-
 def _parse_int(text: str) -> int:
-    """``strconv.ParseInt(text, 0, 64)``, with Go's error text."""
-    s = text
-    sign = 1
-    if s[:1] in ("+", "-"):
-        sign = -1 if s[0] == "-" else 1
-        s = s[1:]
-    base, digits = 10, s
-    if len(s) >= 2 and s[0] == "0" and s[1] in "xXoObB":
-        base = {"x": 16, "o": 8, "b": 2}[s[1].lower()]
-        digits = s[2:]
-    elif len(s) >= 1 and s[0] == "0":
-        base, digits = 8, s[1:] or "0"
-    allowed = "0123456789abcdef"[:base]
-    clean = digits.replace("_", "")
-    if (
-        not s
-        or not clean
-        or any(c.lower() not in allowed for c in clean)
-        or ("_" in digits and not _underscores_ok(s))
-    ):
-        raise _DecodeError(f"strconv.ParseInt: parsing {quote(text)}: invalid syntax")
-    value = sign * int(clean, base)
-    if not _INT64_MIN <= value <= _INT64_MAX:
-        raise _DecodeError(f"strconv.ParseInt: parsing {quote(text)}: value out of range")
+    """``strconv.ParseInt(text, 0, 64)``, as HCL 1 reads an int, with Go's error text."""
+    value = parse_int(text, 0)
+    if value is None:
+        raise _DecodeError(int_error(text, 0))
     return value
 
 
-def _underscores_ok(s: str) -> bool:
-    """Go's rule with base 0: underscores only between digits, and only after a prefix."""
-    saw = "^"
-    i = 0
-    if len(s) >= 2 and s[0] == "0" and s[1].lower() in "box":
-        i, saw = 2, "0"
-    elif not (len(s) >= 1 and s[0] == "0"):
-        return False
-    hexa = s[1:2].lower() == "x"
-    for c in s[i:]:
-        if "0" <= c <= "9" or (hexa and c.lower() in "abcdef"):
-            saw = "0"
-        elif c == "_":
-            if saw != "0":
-                return False
-            saw = "_"
-        else:
-            if saw == "_":
-                return False
-            saw = "!"
-    return saw != "_"
-
-
 def _parse_float(text: str) -> float:
-    """``strconv.ParseFloat(text, 64)`` for the number tokens HCL 1 produces."""
-    try:
-        if "x" in text.lower() or "_" in text or "n" in text.lower():
-            raise ValueError
-        value = float(text)
-    except ValueError:
-        raise _DecodeError(f"strconv.ParseFloat: parsing {quote(text)}: invalid syntax") from None
-    if math.isinf(value):
-        raise _DecodeError(f"strconv.ParseFloat: parsing {quote(text)}: value out of range")
+    """``strconv.ParseFloat(text, 64)``, as HCL 1 reads a float, with Go's error text."""
+    value = parse_float(text)
+    if value is None:
+        raise _DecodeError(float_error(text))
     return value
 
 

@@ -31,6 +31,7 @@ from nomad_device.agentconfig.ctyconvert import (
     unify,
 )
 from nomad_device.agentconfig.ctyconvert import convert as _convert_value
+from nomad_device.golang import json_string
 from nomad_device.wire import cty
 
 __all__ = ["FUNCTIONS", "EvalError", "Function", "Unsupported", "convert"]
@@ -255,7 +256,7 @@ def _json_text(value: object, ty: cty.CtyType) -> str:
     if value is None:
         return "null"
     if ty is cty.STRING:
-        return cty.go_json_string(str(value))
+        return json_string(str(value))
     if ty is cty.NUMBER:
         return number_text(value)
     if ty is cty.BOOL:
@@ -263,9 +264,7 @@ def _json_text(value: object, ty: cty.CtyType) -> str:
     if isinstance(ty, cty.Tuple) and isinstance(value, list):
         return "[" + ",".join(_json_text(v, t) for v, t in zip(value, ty.elems, strict=True)) + "]"
     if isinstance(ty, cty.Object) and isinstance(value, dict):
-        members = [
-            f"{cty.go_json_string(k)}:{_json_text(value[k], ty.attrs[k])}" for k in sorted(value)
-        ]
+        members = [f"{json_string(k)}:{_json_text(value[k], ty.attrs[k])}" for k in sorted(value)]
         return "{" + ",".join(members) + "}"
     raise Unsupported(f"jsonencode() of {friendly(ty)}")
 

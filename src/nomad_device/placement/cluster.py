@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
-from nomad_device.placement.gostrconv import parse_bool
+from nomad_device.golang.proxy import ProxyError, proxy_for, redact_url
+from nomad_device.golang.strconv import parse_bool
 from nomad_device.placement.model import Allocation, Node
-from nomad_device.placement.proxy import ProxyError, proxy_for, redact_url
 
 __all__ = ["MAX_ANSWER_BYTES", "ApiConfig", "ApiError", "NomadApi", "read_cluster"]
 

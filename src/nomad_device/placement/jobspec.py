@@ -29,6 +29,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Final
 
+from nomad_device.golang.version import parse_constraint
 from nomad_device.placement import jsonpos
 from nomad_device.placement.model import (
     Affinity,
@@ -44,7 +45,6 @@ from nomad_device.placement.operators import (
     CONSTRAINT_OPERATORS,
     compile_regexp,
 )
-from nomad_device.placement.version import parse_constraint
 
 __all__ = ["RENDER_HINT", "JobError", "load_job", "parse_job_text"]
 

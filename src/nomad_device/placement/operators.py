@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from nomad_device.golang.version import parse_constraint, parse_version
 from nomad_device.placement.attribute import Attribute, NaNComparison, parse_attribute
-from nomad_device.placement.version import parse_constraint, parse_version
 
 if TYPE_CHECKING:
     from nomad_device.placement.model import NodeDevices
