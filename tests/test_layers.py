@@ -19,10 +19,12 @@ ALLOWED: dict[str, set[str]] = {
     "goplugin": {"proto", "frozen"},
     # Event sources (inotify, kernel uevents) know nothing of Nomad, like goplugin/.
     "sources": set(),
-    "wire": {"model", "proto", "golang", "frozen"},
+    # HCL 2's expression syntax, read by spec literals, templates and job files alike.
+    "hclexpr": set(),
+    "wire": {"model", "proto", "golang", "frozen", "hclexpr"},
     # How an agent builds SetConfig from an agent file (HCL 1, hcldec, templates): above
     # the wire formats it produces, and never imported by them or by a serving plugin.
-    "agentconfig": {"wire", "model", "proto", "golang", "frozen"},
+    "agentconfig": {"wire", "hclexpr", "model", "proto", "golang", "frozen"},
     "config": {"wire", "golang", "frozen"},
     "constants": {"goplugin"},
     "host": BASE | {"goplugin", "wire", "config", "constants"},
@@ -31,8 +33,9 @@ ALLOWED: dict[str, set[str]] = {
     | {"goplugin", "wire", "agentconfig", "config", "constants", "host", "plugin", "placement"},
     "plugins": BASE | {"wire", "config", "constants", "plugin", "sources"},
     # The placement model (Nomad's scheduler rules for devices, jobs, nodes and the
-    # cluster's API): values only, read with the wire layer's HCL reader.
-    "placement": BASE | {"wire", "agentconfig"},
+    # cluster's API): values only; job files are read with python-hcl2 and HCL 2's
+    # escapes, never with the wire formats or the agent emulator.
+    "placement": BASE | {"hclexpr"},
     # The launcher is the top: it drives plugins through the host client and its
     # demo uses the example plugin's bundled directory.
     "cli": BASE

@@ -32,9 +32,15 @@ from nomad_device.agentconfig.ctyconvert import (
 )
 from nomad_device.agentconfig.ctyconvert import convert as _convert_value
 from nomad_device.golang import json_string
+from nomad_device.hclexpr import MAX_DEPTH
 from nomad_device.wire import cty
 
-__all__ = ["FUNCTIONS", "EvalError", "Function", "Unsupported", "convert"]
+__all__ = ["FUNCTIONS", "MAX_EXPONENT", "EvalError", "Function", "Unsupported", "convert", "number"]
+
+#: The largest decimal exponent of a number the evaluator takes: go-cty's 512-bit
+#: numbers reach further, configs never do, and exact arithmetic on numbers of
+#: millions of digits would take Python minutes.
+MAX_EXPONENT: Final = 4000
 
 
 class Unsupported(Exception):
@@ -48,6 +54,15 @@ class EvalError(Exception):
         super().__init__(f"{summary}: {detail}")
         self.summary = summary
         self.detail = detail
+
+
+def number(value: Decimal) -> object:
+    """A number as the evaluator keeps it; Unsupported past :data:`MAX_EXPONENT`."""
+    if value.is_finite() and abs(value.adjusted()) > MAX_EXPONENT:
+        raise Unsupported(
+            f"the number {value:.6e}, past the launcher's limit (exponents up to {MAX_EXPONENT})"
+        )
+    return cty.normalize_number(value)
 
 
 def convert(value: object, ty: cty.CtyType, want: cty.CtyType) -> TV:
@@ -289,7 +304,24 @@ def _jsondecode(args: list[TV]) -> TV:
         )
     except (ValueError, InvalidOperation) as exc:
         raise _failed("jsondecode", f"not JSON: {exc}") from None
+    except RecursionError:
+        raise Unsupported(f"jsondecode() of JSON nested deeper than {MAX_DEPTH} levels") from None
+    if _depth(raw) > MAX_DEPTH:
+        raise Unsupported(f"jsondecode() of JSON nested deeper than {MAX_DEPTH} levels")
     return _from_json(raw)
+
+
+def _depth(raw: object) -> int:
+    """How deep decoded JSON nests, counted without recursing."""
+    best = 0
+    stack = [(raw, 1)]
+    while stack:
+        value, depth = stack.pop()
+        best = max(best, depth)
+        if isinstance(value, list | dict):
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((item, depth + 1) for item in items)
+    return best
 
 
 def _bad_json(constant: str) -> object:
@@ -304,7 +336,7 @@ def _from_json(raw: object) -> TV:
     if isinstance(raw, Decimal):
         if raw.is_zero() and raw.is_signed():
             return -0.0, cty.NUMBER  # "-0": go-cty keeps the sign
-        return cty.normalize_number(raw), cty.NUMBER
+        return number(raw), cty.NUMBER
     if isinstance(raw, str):
         return raw, cty.STRING
     if isinstance(raw, list):

@@ -22,7 +22,6 @@ here: the decoder refuses them first, in the agent's words.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Sequence
 from decimal import Decimal
@@ -38,18 +37,24 @@ from nomad_device.agentconfig.ctyconvert import (
     number_text,
     unify,
 )
-from nomad_device.agentconfig.ctyfuncs import FUNCTIONS, EvalError, Unsupported, convert
-from nomad_device.wire import cty, hclspec
+from nomad_device.agentconfig.ctyfuncs import (
+    FUNCTIONS,
+    MAX_EXPONENT,
+    EvalError,
+    Unsupported,
+    convert,
+    number,
+)
+from nomad_device.hclexpr import Construct, EscapeError, Node, ParseError, parse, unescape
+from nomad_device.wire import cty
 
 __all__ = [
     "FUNCTIONS",
-    "EscapeError",
     "EvalError",
     "EvalErrors",
     "Unparsable",
     "Unsupported",
     "evaluate",
-    "unescape",
 ]
 
 
@@ -57,58 +62,7 @@ class Unparsable(Unsupported):
     """Text that is no HCL expression: the agent reports a syntax error there."""
 
 
-# ------------------------------------------------------------------ lexing
-
-_TOKEN: Final = re.compile(
-    r"""\s*(?:
-      (?P<number>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)
-    | (?P<string>"(?:[^"\\]|\\.)*")
-    | (?P<ident>[A-Za-z_][A-Za-z0-9_-]*)
-    | (?P<op>\.\.\.|==|!=|<=|>=|&&|\|\||[-+*/%<>!?:=,.()\[\]{}])
-    )""",
-    re.VERBOSE | re.DOTALL,
-)
-
-
-def _tokens(text: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    i = 0
-    while i < len(text):
-        if text[i:].strip() == "":
-            break
-        m = _TOKEN.match(text, i)
-        if m is None or m.lastgroup is None:
-            raise Unparsable(f"cannot read {text[i:].strip()[:20]!r}")
-        out.append((m.lastgroup, m.group(m.lastgroup)))
-        i = m.end()
-    out.append(("end", ""))
-    return out
-
-
-class EscapeError(ValueError):
-    """A backslash sequence HCL 2 does not know, or a \\u that names no character."""
-
-
-def unescape(text: str) -> str:
-    """HCL 2's escapes in a quoted string's literal text (as spec literals read them:
-    :func:`~nomad_device.wire.hclspec.read_escape`); :class:`EscapeError` for a bad one."""
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        if text[i] != "\\":
-            out.append(text[i])
-            i += 1
-            continue
-        try:
-            char, i = hclspec.read_escape(text, i)
-        except ValueError as exc:
-            raise EscapeError(str(exc)) from None
-        out.append(char)
-    return "".join(out)
-
-
-def _string_literal(token: str) -> str:
-    body = token[1:-1]
+def _string_literal(body: str) -> str:
     if "${" in body.replace("$${", "") or "%{" in body.replace("%%{", ""):
         raise Unsupported("a template inside a quoted string")
     try:
@@ -119,161 +73,75 @@ def _string_literal(token: str) -> str:
     return unicodedata.normalize("NFC", text.replace("$${", "${").replace("%%{", "%{"))
 
 
-# ------------------------------------------------------------------ parsing
+# ------------------------------------------------------------------ the tree
 
-# An expression tree: ("lit", TV) | ("tuple", [expr]) | ("object", [(key expr, expr)])
+# What the evaluator walks: ("lit", TV) | ("tuple", [expr]) | ("object", [(key, expr)])
 # | ("call", name, [expr], expand_last) | ("unary", op, expr) | ("binary", op, a, b)
 # | ("cond", condition, a, b) | ("index", collection, key)
 # | ("trav", source, [("attr", name) | ("key", TV)])
 Expr = tuple[object, ...]
 
-_BINARY: Final = (
-    ("||",),
-    ("&&",),
-    ("==", "!="),
-    ("<", ">", "<=", ">="),
-    ("+", "-"),
-    ("*", "/", "%"),
-)
+_LITERALS: Final = {
+    "true": (True, cty.BOOL),
+    "false": (False, cty.BOOL),
+    "null": (None, cty.DYNAMIC),
+}
 
 
-class _Parser:
-    def __init__(self, text: str) -> None:
-        self.toks = _tokens(text)
-        self.pos = 0
+def _expression(text: str) -> Expr:
+    """The tree of one interpolation, HCL 2's syntax read by :mod:`nomad_device.hclexpr`."""
+    try:
+        return _convert(parse(text, comments=False))
+    except Construct as exc:
+        raise Unsupported(exc.problem) from None
+    except ParseError as exc:
+        raise Unparsable(exc.problem) from None
 
-    def peek(self) -> tuple[str, str]:
-        return self.toks[self.pos]
 
-    def take(self, value: str | None = None) -> tuple[str, str]:
-        tok = self.toks[self.pos]
-        if value is not None and tok[1] != value:
-            raise Unparsable(f"expected {value!r}, found {tok[1] or 'the end'!r}")
-        self.pos += 1
-        return tok
-
-    def whole(self) -> Expr:
-        expr = self.expr()
-        if self.peek()[0] != "end":
-            raise Unparsable(f"unexpected {self.peek()[1]!r}")
-        return expr
-
-    def expr(self) -> Expr:
-        expr = self.binary(0)
-        if self.peek()[1] != "?":
-            return expr
-        self.take("?")
-        yes = self.expr()
-        self.take(":")
-        return ("cond", expr, yes, self.expr())
-
-    def binary(self, level: int) -> Expr:
-        if level == len(_BINARY):
-            return self.unary()
-        left = self.binary(level + 1)
-        while self.peek()[0] == "op" and self.peek()[1] in _BINARY[level]:
-            op = self.take()[1]
-            left = ("binary", op, left, self.binary(level + 1))
-        return left
-
-    def unary(self) -> Expr:
-        if self.peek()[1] in ("-", "!"):
-            op = self.take()[1]
-            return ("unary", op, self.unary())
-        expr = self.primary()
-        # As HCL parses them: attributes and literal keys extend one traversal (which
-        # stops at its first error); any other key makes an index expression of its own.
-        while self.peek()[1] in ("[", "."):
-            step: tuple[str, object]
-            if self.take()[1] == "[":
-                if self.peek()[1] == "*":
-                    raise Unsupported("a splat expression ([*])")
-                key = self.expr()
-                self.take("]")
-                if key[0] != "lit":
-                    expr = ("index", expr, key)
-                    continue
-                step = ("key", key[1])
-            else:
-                kind, text = self.take()
-                if kind == "ident":
-                    step = ("attr", text)
-                elif kind == "number" and text.isdigit():  # the legacy index form: x.0
-                    step = ("key", (int(text), cty.NUMBER))
-                else:
-                    what = "a splat expression (.*)" if text == "*" else f"unexpected {text!r}"
-                    raise Unsupported(what)
-            if expr[0] == "trav":
-                expr = ("trav", expr[1], [*expr[2], step])  # type: ignore[misc]
-            else:
-                expr = ("trav", expr, [step])
-        return expr
-
-    def primary(self) -> Expr:
-        kind, text = self.take()
-        if kind == "number":
-            return ("lit", (cty.normalize_number(Decimal(text)), cty.NUMBER))
-        if kind == "string":
-            return ("lit", (_string_literal(text), cty.STRING))
-        if kind == "ident":
-            if text in ("true", "false"):
-                return ("lit", (text == "true", cty.BOOL))
-            if text == "null":
-                return ("lit", (None, cty.DYNAMIC))
-            if text == "for":
-                raise Unsupported("a for expression")
-            if self.peek()[1] != "(":
-                raise Unsupported(f"the name {text!r}")  # the decoder reports variables first
-            self.take("(")
-            args, expand = self.items(")", allow_expand=True)
-            return ("call", text, args, expand)
-        if text == "(":
-            inner = self.expr()
-            self.take(")")
-            return inner
-        if text == "[":
-            if self.peek()[1] == "for":
-                raise Unsupported("a for expression")
-            items, _ = self.items("]")
-            return ("tuple", items)
-        if text == "{":
-            return self.object()
-        raise Unparsable(f"unexpected {text or 'end'!r}")
-
-    def items(self, close: str, allow_expand: bool = False) -> tuple[list[Expr], bool]:
-        items: list[Expr] = []
-        expand = False
-        while self.peek()[1] != close:
-            items.append(self.expr())
-            if allow_expand and self.peek()[1] == "...":
-                self.take()
-                expand = True
-                break
-            if self.peek()[1] != ",":
-                break
-            self.take(",")
-        self.take(close)
-        return items, expand
-
-    def object(self) -> Expr:
-        if self.peek()[1] == "for":
-            raise Unsupported("a for expression")
-        pairs: list[tuple[Expr, Expr]] = []
-        while self.peek()[1] != "}":
-            kind, text = self.peek()
-            if kind == "ident" and self.toks[self.pos + 1][1] in ("=", ":"):
-                self.take()
-                key: Expr = ("lit", (text, cty.STRING))
-            else:
-                key = self.expr()
-            if self.peek()[1] not in ("=", ":"):
-                raise Unparsable("an object item without = or :")
-            self.take()
-            pairs.append((key, self.expr()))
-            if self.peek()[1] == ",":
-                self.take()
-        self.take("}")
-        return ("object", pairs)
+def _convert(node: Node) -> Expr:
+    """hclexpr's tree as the evaluator walks it: literal values read, and attributes
+    and literal keys folded into one traversal (which stops at its first error) as HCL
+    parses them; any other key is an index expression of its own."""
+    kind, _, *rest = node
+    if kind == "number":
+        return ("lit", (number(Decimal(str(rest[0]))), cty.NUMBER))
+    if kind == "string":
+        return ("lit", (_string_literal(str(rest[0])), cty.STRING))
+    if kind == "name":
+        if rest[0] not in _LITERALS:
+            raise Unsupported(f"the name {rest[0]!r}")  # the decoder reports variables first
+        return ("lit", _LITERALS[str(rest[0])])
+    if kind == "call":
+        return ("call", rest[0], [_convert(a) for a in rest[1]], rest[2])  # type: ignore[attr-defined]
+    if kind == "tuple":
+        return ("tuple", [_convert(item) for item in rest[0]])  # type: ignore[attr-defined]
+    if kind == "object":
+        pairs = rest[0]
+        return (
+            "object",
+            [
+                (("lit", (k[2], cty.STRING)) if k[0] == "name" else _convert(k), _convert(v))
+                for k, v in pairs  # type: ignore[attr-defined]
+            ],
+        )
+    if kind == "unary":
+        return ("unary", rest[0], _convert(rest[1]))  # type: ignore[arg-type]
+    if kind == "binary":
+        return ("binary", rest[0], _convert(rest[1]), _convert(rest[2]))  # type: ignore[arg-type]
+    if kind == "cond":
+        return ("cond", *(_convert(part) for part in rest))  # type: ignore[arg-type]
+    source = _convert(rest[0])  # type: ignore[arg-type]
+    step: tuple[str, object]
+    if kind == "attr":
+        step = ("attr", rest[1])
+    else:
+        key = _convert(rest[1])  # type: ignore[arg-type]
+        if key[0] != "lit":
+            return ("index", source, key)
+        step = ("key", key[1])
+    if source[0] == "trav":
+        return ("trav", source[1], [*source[2], step])  # type: ignore[misc]
+    return ("trav", source, [step])
 
 
 # --------------------------------------------------------------- evaluation
@@ -299,7 +167,7 @@ def evaluate(parts: Sequence[tuple[str, str]]) -> TV:
     """
     if any(kind == "directive" for kind, _ in parts):
         raise Unsupported("a template directive (%{...})")
-    trees = [(kind, text if kind == "text" else _Parser(text).whole()) for kind, text in parts]
+    trees = [(kind, text if kind == "text" else _expression(text)) for kind, text in parts]
     run = _Evaluation()
     if len(trees) == 1 and trees[0][0] == "interp":
         got = run.eval(trees[0][1])  # type: ignore[arg-type]
@@ -651,12 +519,21 @@ def _number_result(number: Fraction, what: str) -> object:
     """An exact result as the decoder keeps numbers; Unsupported where go-cty would round."""
     if not _fits(number):
         raise Unsupported(f"{what}: its result is rounded by go-cty to 512 binary digits")
+    magnitude = abs(number.numerator).bit_length() - number.denominator.bit_length()
+    if number and abs(magnitude) > _MAX_BITS:
+        raise Unsupported(
+            f"{what}: its result is past the launcher's limit (exponents up to {MAX_EXPONENT})"
+        )
     if number.denominator == 1:
         return int(number)
     as_float = float(number)
     if Fraction(as_float) != number:
         raise Unsupported(f"{what}: its result has more binary digits than a float64")
     return as_float
+
+
+#: :data:`MAX_EXPONENT` in binary digits.
+_MAX_BITS: Final = int(MAX_EXPONENT * 3.33)
 
 
 def _is_zero(value: object) -> bool:

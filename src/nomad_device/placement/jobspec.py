@@ -805,7 +805,7 @@ class _HclJob:
         return self.text[start:end]
 
     def string(self, node: Any) -> str:
-        from nomad_device.agentconfig.hcltemplate import EscapeError, unescape
+        from nomad_device.hclexpr import EscapeError, unescape
 
         out: list[str] = []
         for part in node.children:
