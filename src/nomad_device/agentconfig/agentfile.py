@@ -35,7 +35,6 @@ file, and JSON text (``--config-json``) taken as the config body itself.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -45,7 +44,14 @@ from pathlib import Path
 from typing import Final, TypeAlias
 
 from nomad_device.agentconfig import hcl1
-from nomad_device.agentconfig.hcldec import JProp, JValue, Source, from_python, name_suggestion
+from nomad_device.agentconfig.hcldec import (
+    JProp,
+    JValue,
+    Source,
+    from_python,
+    loads,
+    name_suggestion,
+)
 from nomad_device.golang import quote
 from nomad_device.golang.strconv import float_error, int_error, parse_float, parse_int
 
@@ -68,7 +74,8 @@ class ConfigFileError(ValueError):
     """The config file cannot be read; the message names the file (and line).
 
     ``agent`` is what a Nomad agent says about the file, when it refuses it too
-    (empty for problems of the launcher's own, such as an ambiguous block);
+    (empty for problems of the launcher's own, such as an ambiguous block or a
+    file past the reader's limits);
     ``crash`` is set when the agent would not refuse the file but panic.
     """
 
@@ -325,6 +332,12 @@ def parse_agent_text(text: str, origin: str = "<config>") -> AgentFile:
             agent=str(exc),
             crash=True,
         ) from None
+    except hcl1.HCL1Limit as exc:
+        problem = str(exc).partition(": ")[2]
+        raise ConfigFileError(
+            f"{_at(origin, str(exc))}: {problem}: the launcher reads no deeper (what a Nomad "
+            "agent makes of it is not checked)"
+        ) from None
 
 
 def _at(origin: str, message: str) -> str:
@@ -347,16 +360,15 @@ def load_json_config(text: str, origin: str = "--config-json") -> JValue:
             raise ConfigFileError(f"{source}: cannot read: {exc.strerror or exc}") from None
         origin = source
     try:
-        data = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
+        data = loads(text)
     except ValueError as exc:
         raise ConfigFileError(f"{origin}: invalid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigFileError(f"{origin}: the config must be a JSON object")
-    return from_python(data)
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not a JSON number")
+    try:
+        return from_python(data)
+    except ValueError as exc:
+        raise ConfigFileError(f"{origin}: {exc}") from None
 
 
 # ------------------------------------------------------------ HCL 1's Go values
@@ -455,20 +467,21 @@ class _Decoder:
         out = AgentFile(self.origin)
         self.stack.append("struct")
         plugin_items = [i for i in root.items if i.keys and _fold(i.keys[0], "plugin")]
-        unused = [str(hcl1.token_value(k.token)) for i in plugin_items for k in i.keys]
+        keys = [str(hcl1.token_value(k.token)) for i in plugin_items for k in i.keys]
         plugins: list[_PluginValue] = []
         filtered = hcl1.filter_items(root.items, "plugin")
         if filtered:
-            _remove_fold(unused, "plugin")
+            first = next(i for i, k in enumerate(keys) if k.casefold() == "plugin")
+            del keys[first]
             for node in _field_nodes(filtered):
                 plugins += self.plugin_slice("root.plugin", node)
-        unused.sort()
+        unused = _Unused(keys)
         for p in plugins:
-            _remove_fold(unused, p.name)
-            _remove_fold(unused, "config")
-            _remove_fold(unused, "plugin")
+            unused.remove(p.name)
+            unused.remove("config")
+            unused.remove("plugin")
         unused = _agent_drops(unused)
-        if unused:
+        if unused.left():
             hint = ""
             if any(k.token.json for i in plugin_items for k in i.keys):
                 hint = (
@@ -478,8 +491,8 @@ class _Decoder:
                 )
             raise ConfigFileError(
                 f"{self.origin}: the agent refuses to start: unexpected keys "
-                f"{', '.join(unused)}{hint}",
-                agent=f"unexpected keys {', '.join(unused)}",
+                f"{', '.join(unused.left())}{hint}",
+                agent=f"unexpected keys {', '.join(unused.left())}",
             )
         by_name: dict[str, PluginBlock] = {}
         for p in plugins:
@@ -756,30 +769,49 @@ def _fold(key: hcl1.ObjectKey, word: str) -> bool:
     return value == word or value.casefold() == word.casefold()
 
 
-def _remove_fold(keys: list[str], word: str) -> None:
-    for i, key in enumerate(keys):
-        if key == word or key.casefold() == word.casefold():
-            del keys[i]
-            return
+class _Unused:
+    """The keys HCL 1's decoder leaves unused: a sorted list from which each removal
+    takes the first key equal under Unicode case folding, as Go's ``EqualFold`` does,
+    in constant time (a file may have tens of thousands of ``plugin`` blocks)."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self.groups: dict[str, list[str]] = {}
+        for key in sorted(keys):
+            self.groups.setdefault(key.casefold(), []).append(key)
+        self.taken: dict[str, int] = {}
+
+    def remove(self, word: str, times: int = 1) -> None:
+        fold = word.casefold()
+        if fold in self.groups:
+            self.taken[fold] = min(len(self.groups[fold]), self.taken.get(fold, 0) + times)
+
+    def discard(self, fold: str, exact: tuple[str, ...] = ()) -> None:
+        """Every key that folds to ``fold`` (``exact``: only those spelled so)."""
+        group = self.groups.get(fold, [])
+        left = group[self.taken.get(fold, 0) :]
+        self.groups[fold] = [k for k in left if exact and k not in exact]
+        self.taken[fold] = 0
+
+    def left(self) -> list[str]:
+        return sorted(k for f, group in self.groups.items() for k in group[self.taken.get(f, 0) :])
 
 
-def _agent_drops(keys: list[str]) -> list[str]:
+def _agent_drops(keys: _Unused) -> _Unused:
     """Leave out the keys the agent drops from its unused-key list whatever the file holds."""
-    out = list(keys)
-    for _ in range(6):
-        _remove_fold(out, "client")
+    keys.remove("client", 6)
     for word in ("options", "meta", "chroot_env", "servers", "server_join", "template"):
-        _remove_fold(out, word)
-    for _ in range(4):
-        _remove_fold(out, "server")
+        keys.remove(word)
+    keys.remove("server", 4)
     for word in ("enabled_schedulers", "start_join", "retry_join", "server_join"):
-        _remove_fold(out, word)
+        keys.remove(word)
     for word in ("datadog_tags", "telemetry"):
-        _remove_fold(out, word)
-    out = [k for k in out if k.casefold() != "keyring" and k not in ("license", "vault", "consul")]
+        keys.remove(word)
+    keys.discard("keyring")
+    for word in ("license", "vault", "consul"):
+        keys.discard(word, exact=(word,))
     for word in ("service_identity", "task_identity", "default_identity"):
-        _remove_fold(out, word)
-    return out
+        keys.remove(word)
+    return keys
 
 
 def _field_nodes(filtered: list[hcl1.ObjectItem]) -> list[hcl1.Node]:

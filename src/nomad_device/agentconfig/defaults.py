@@ -23,10 +23,8 @@ starts one step earlier, from an agent file's text, read as the agent reads it
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 
 from nomad_device.agentconfig import hcldec
 from nomad_device.wire import cty, hclspec
@@ -127,7 +125,7 @@ def decode_body(spec: hclspec.Spec, body: Mapping[str, object] | str) -> Typed:
     """
     if isinstance(body, str):
         try:
-            loaded = json.loads(body, parse_float=Decimal, parse_constant=_no_constant)
+            loaded = hcldec.loads(body)
         except ValueError as exc:
             raise ConfigBodyError([f"config is not valid JSON: {exc}"]) from None
         if not isinstance(loaded, dict):
@@ -135,7 +133,7 @@ def decode_body(spec: hclspec.Spec, body: Mapping[str, object] | str) -> Typed:
         body = loaded
     try:
         document = hcldec.from_python(body)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise ConfigBodyError([str(exc)]) from None
     decoded = hcldec.decode(hcldec.compile_spec(spec), document)
     if decoded.panic is not None:
@@ -148,10 +146,6 @@ def decode_body(spec: hclspec.Spec, body: Mapping[str, object] | str) -> Typed:
             raise ConfigRequired(problems, [_setting(d) for d in decoded.diagnostics])
         raise ConfigBodyError(problems)
     return decoded.value, decoded.type
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _problem(diag: hcldec.Diagnostic) -> str:

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 __all__ = [
+    "MAX_NESTING",
     "HCL1Error",
+    "HCL1Limit",
     "HCL1Panic",
     "ListType",
     "LiteralType",
@@ -48,6 +50,15 @@ __all__ = [
 
 class HCL1Error(ValueError):
     """The file does not parse; the text is HCL 1's own (``At 3:11: ...``)."""
+
+
+#: How deep the reader follows objects, lists and the keys of one item: far beyond any
+#: agent file, and inside Python's recursion limit for every step that walks the tree.
+MAX_NESTING = 100
+
+
+class HCL1Limit(ValueError):
+    """A file nested past :data:`MAX_NESTING`: the agent may read it; this reader does not."""
 
 
 class HCL1Panic(RuntimeError):
@@ -835,6 +846,7 @@ class _Parser:
         self.sc = _Scanner(src, self._on_error)
         self.tok = Token(Tok.ILLEGAL, "")
         self.buffered = False
+        self.depth = 0
 
     def _on_error(self, pos: Pos, msg: str) -> None:
         self.scan_error = f"At {pos}: {msg}"  # the scanner's last error wins
@@ -889,6 +901,7 @@ class _Parser:
             self.tok = Token(Tok.EOF, self.tok.text, self.tok.pos, self.tok.json)
         if error is not None:
             raise error
+        _check_nesting(self.depth + len(keys), keys[0].token.pos if keys else self.tok.pos)
         item = ObjectItem(keys)
         if self.tok.type is Tok.ASSIGN:
             item.val = self.object()
@@ -947,7 +960,12 @@ class _Parser:
 
     def object_type(self) -> ObjectType:
         start = self.tok.pos
-        items, error = self.object_list(in_object=True)
+        _check_nesting(self.depth + 1, start)
+        self.depth += 1
+        try:
+            items, error = self.object_list(in_object=True)
+        finally:
+            self.depth -= 1
         if error is not None and self.tok.type is not Tok.RBRACE:
             raise error
         tok = self.scan()
@@ -956,6 +974,14 @@ class _Parser:
         return ObjectType(items, start)
 
     def list_type(self) -> ListType:
+        _check_nesting(self.depth + 1, self.tok.pos)
+        self.depth += 1
+        try:
+            return self.list_items()
+        finally:
+            self.depth -= 1
+
+    def list_items(self) -> ListType:
         node = ListType(pos=self.tok.pos)
         need_comma = False
         while True:
@@ -993,6 +1019,14 @@ class _Parser:
                 raise _PosError(tok.pos, f"unexpected token while parsing list: {tok.type.value}")
 
 
+def _check_nesting(depth: int, pos: Pos) -> None:
+    if depth > MAX_NESTING:
+        raise HCL1Limit(
+            f"At {pos}: nested deeper than {MAX_NESTING} levels (objects, lists and the "
+            "keys of one item)"
+        )
+
+
 class _JsonError(Exception):
     """A JSON parse error (HCL 1's JSON parser adds no position to its own)."""
 
@@ -1004,6 +1038,7 @@ class _JsonParser:
         self.scan_error: str | None = None
         self.sc = _JsonScanner(src, self._on_error)
         self.tok = Token(Tok.ILLEGAL, "")
+        self.depth = 0
 
     def _on_error(self, pos: Pos, msg: str) -> None:
         self.scan_error = f"{pos}: {msg}"
@@ -1051,6 +1086,7 @@ class _JsonParser:
 
     def object_item(self) -> ObjectItem:
         keys = self.object_key()
+        _check_nesting(self.depth + len(keys), self.tok.pos)
         item = ObjectItem(keys)
         if self.tok.type is Tok.COLON:
             item.val = self.object_value()
@@ -1094,12 +1130,25 @@ class _JsonParser:
         raise _JsonError(f"Expected object, got unknown token: {tok}")
 
     def object_type(self) -> ObjectType:
-        items, error = self.object_list()
+        _check_nesting(self.depth + 1, self.tok.pos)
+        self.depth += 1
+        try:
+            items, error = self.object_list()
+        finally:
+            self.depth -= 1
         if error is not None and self.tok.type is not Tok.RBRACE:
             raise error
         return ObjectType(items)
 
     def list_type(self) -> ListType:
+        _check_nesting(self.depth + 1, self.tok.pos)
+        self.depth += 1
+        try:
+            return self.list_items()
+        finally:
+            self.depth -= 1
+
+    def list_items(self) -> ListType:
         node = ListType()
         while True:
             tok = self.scan()

@@ -37,8 +37,9 @@ class AgentConfig:
 
     ``stage`` says where: ``file`` (HCL 1 refused or crashed on the agent
     file), ``keys`` (keys the agent calls unexpected), ``schema`` (the plugin's
-    spec cannot be built), ``decode`` (hcldec) or ``msgpack``. ``messages`` are
-    the agent's own words; ``explanation`` is for an operator.
+    spec cannot be built), ``decode`` (hcldec) or ``msgpack``; ``limit`` when the
+    file is past this reader's own limits, which says nothing of the agent.
+    ``messages`` are the agent's own words; ``explanation`` is for an operator.
     """
 
     outcome: Outcome
@@ -63,6 +64,8 @@ def from_agent_text(
     try:
         parsed = agentfile.parse_agent_text(text, origin)
     except agentfile.ConfigFileError as exc:
+        if not exc.agent:
+            return AgentConfig("refuse", "limit", (str(exc),), str(exc))
         stage = "keys" if exc.agent.startswith("unexpected keys") else "file"
         return AgentConfig("panic" if exc.crash else "refuse", stage, (exc.agent,), str(exc))
     body = None
