@@ -13,12 +13,15 @@ import copy
 import io
 import json
 import random
+import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fake_nomad import FakeNomad, allocation, device_group, node
-from launcher_support import cli_env, run_cli
+from launcher_support import cli_env, launcher_command, run_cli
 
 from nomad_device.cli.__main__ import main
 from nomad_device.cli.check.explain import render_json
@@ -411,6 +414,97 @@ def test_a_node_file_nested_too_deeply_exits_2(tmp_path: Path) -> None:
     result = run_cli("check", str(job), "--node", str(nodes))
     assert result.returncode == 2, result.stderr
     assert "nested too deeply" in result.stderr
+
+
+# ------------------------------------------------------------- servers that page forever
+
+
+def _live(i: int) -> dict[str, object]:
+    alloc = allocation(
+        f"{i:08x}-0000", f"web.api[{i}]", "n", {"t": [("nvidia", "gpu", "A100", [])]}
+    )
+    alloc["CreateIndex"] = i
+    return alloc
+
+
+def _read(address: str) -> list[object]:
+    nodes, _ = read_cluster(ApiConfig(address=address), lambda n: True, lambda ns: [])
+    return list(nodes)
+
+
+def test_a_short_page_ends_the_list_whatever_token_comes_with_it() -> None:
+    fake = _cluster(3)
+    fake.endless = {"/v1/allocations": "fresh", "/v1/nodes": "fresh"}
+    address = fake.start()
+    try:
+        assert len(_read(address)) == 3
+    finally:
+        fake.stop()
+    assert fake.asked().count("/v1/nodes") == 1
+    assert fake.asked().count("/v1/allocations") == 1
+
+
+def test_a_token_that_comes_twice_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "ALLOCATIONS_PER_PAGE", 1)  # every page full
+    fake = _cluster(3)
+    fake.allocations = {"n": [_live(i) for i in range(2)]}
+    fake.endless = {"/v1/allocations": "same"}
+    address = fake.start()
+    try:
+        with pytest.raises(cluster.ApiError, match="came twice"):
+            _read(address)
+    finally:
+        fake.stop()
+    assert fake.asked().count("/v1/allocations") < 20
+
+
+def test_pages_past_any_clusters_size_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "NODES_PER_PAGE", 1)
+    monkeypatch.setattr(cluster, "MAX_LISTED", 25)
+    fake = _cluster(3)
+    fake.endless = {"/v1/nodes": "fresh"}  # full pages, a new token each time, forever
+    address = fake.start()
+    try:
+        with pytest.raises(cluster.ApiError, match="still more pages after 25 items"):
+            _read(address)
+    finally:
+        fake.stop()
+    assert fake.asked().count("/v1/nodes") == 25
+
+
+def test_a_signal_stops_check_while_a_list_pages_on(tmp_path: Path) -> None:
+    # Full pages of allocations, each with a fresh token, slowly: the allocation
+    # fetcher runs for many minutes. SIGTERM must end check at once (it waited for
+    # the fetcher before: for ever).
+    fake = _cluster(2)
+    fake.allocations = {"n": [_live(i) for i in range(cluster.ALLOCATIONS_PER_PAGE)]}
+    fake.endless = {"/v1/allocations": "fresh"}
+    fake.delay = 0.05
+    address = fake.start()
+    job = tmp_path / "job.hcl"
+    job.write_text(JOB)
+    proc = subprocess.Popen(
+        [*launcher_command(), "check", str(job), "--nomad"],
+        env=_env(NOMAD_ADDR=address),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while fake.asked().count("/v1/allocations") < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fake.asked().count("/v1/allocations") >= 3
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        fake.stop()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "interrupted (SIGTERM)" in err
+    assert "Traceback" not in err
 
 
 def test_the_fast_json_writer_writes_what_the_go_exact_one_does() -> None:

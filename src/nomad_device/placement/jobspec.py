@@ -48,6 +48,10 @@ from nomad_device.placement.operators import (
 
 __all__ = ["RENDER_HINT", "JobError", "load_job", "parse_job_text"]
 
+#: How deep python-hcl2's tree of a jobspec may nest: a real jobspec's is a few dozen
+#: levels; the readers here recurse, and stay inside Python's limit up to this.
+MAX_NESTING: Final = 200
+
 RENDER_HINT: Final = (
     "render the job first with `nomad job run -output job.hcl > job.json` and check job.json"
 )
@@ -468,12 +472,27 @@ def _subtrees(node: Any) -> list[Any]:
 
 
 def _tokens(node: Any) -> list[Any]:
-    if not _data(node):
-        return [node]
     out: list[Any] = []
-    for child in node.children:
-        out.extend(_tokens(child))
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if _data(item):
+            stack.extend(reversed(item.children))
+        else:
+            out.append(item)
     return out
+
+
+def _too_deep(tree: Any) -> Any:
+    """The first node of python-hcl2's tree below :data:`MAX_NESTING` levels, or None
+    (the readers here recurse; a deeper jobspec is no jobspec anyone writes)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return node
+        stack.extend((child, depth + 1) for child in getattr(node, "children", ()) if _data(child))
+    return None
 
 
 def _line(node: Any) -> int | None:
@@ -511,6 +530,8 @@ class _HclJob:
             raise JobError(str(exc)) from None
         try:
             tree = api.parses_to_tree(self.text)
+        except RecursionError:
+            raise JobError(f"{self.origin}: nested too deeply to read") from None
         except Exception as exc:  # lark raises many error types; all mean "bad syntax"
             line = getattr(exc, "line", None)
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -518,6 +539,12 @@ class _HclJob:
                 f"{self.origin}:{line if isinstance(line, int) and line > 0 else '?'}: "
                 f"invalid HCL: {first}"
             ) from None
+        deep = _too_deep(tree)
+        if deep is not None:
+            raise self.fail(
+                deep,
+                f"nested deeper than {MAX_NESTING} levels of HCL syntax (check's limit)",
+            )
         body = _subtrees(tree)[0]
         jobs = []
         for item in _subtrees(body):
