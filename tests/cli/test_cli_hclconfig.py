@@ -66,10 +66,16 @@ def test_ambiguous_or_unknown_plugin_blocks_are_errors() -> None:
         agent.select(["./mystery"], "nope")
 
 
-def test_a_single_plugin_block_is_used_whatever_its_name() -> None:
-    text = 'plugin "renamed" {\n  config {\n    dir = "/x"\n  }\n}\n'
-    block = agentfile.parse_agent_text(text).select(["./binary"], None)
-    assert plain(block.config) == {"dir": "/x"}
+def test_a_single_block_named_otherwise_is_not_taken() -> None:
+    # The agent skips it (one WARN) and starts the plugin with no config: so do we not.
+    text = 'plugin "nomad-device-generics" {\n  config {\n    dir = "/x"\n  }\n}\n'
+    agent = agentfile.parse_agent_text(text, "agent.hcl")
+    with pytest.raises(agentfile.ConfigFileError) as refused:
+        agent.select(["/opt/nomad/plugins/nomad-device-generic"], None)
+    assert str(refused.value).startswith(
+        'agent.hcl: no block for nomad-device-generic; did you mean "nomad-device-generics"?'
+    )
+    assert agent.select(["./nomad-device-generic"], "nomad-device-generics").name
 
 
 def test_bare_config_block() -> None:
@@ -299,7 +305,9 @@ def test_an_ambiguous_python_plugin_names_the_script_not_the_interpreter() -> No
     agent = agentfile.parse_agent_text(MULTI, "multi.hcl")
     with pytest.raises(agentfile.ConfigFileError) as failed:
         agent.select(["/usr/bin/python3", "other.py"], None)
-    assert "none is named after 'other.py' or 'other'" in str(failed.value)
+    assert 'no block for other.py or other; found "license_seats", "nomad-device-example"' in (
+        str(failed.value)
+    )
     assert "python3" not in str(failed.value)
 
 

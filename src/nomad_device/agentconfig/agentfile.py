@@ -113,8 +113,9 @@ class AgentFile:
     warnings: list[str] = field(default_factory=list)
 
     def select(self, command: Sequence[str], wanted: str | None) -> PluginBlock:
-        """The block for a plugin: by ``wanted`` name, else by the plugin's file name
-        (see :func:`block_names`), else the only one there is."""
+        """The block for a plugin: by ``wanted`` name, else by the plugin's file name as
+        the agent picks it (see :func:`block_names`), never "the only block": the agent
+        skips a block named otherwise and starts the plugin without config."""
         if wanted is not None:
             for block in self.plugins:
                 if block.name == wanted:
@@ -123,25 +124,26 @@ class AgentFile:
             raise ConfigFileError(
                 f"{self.origin}: no plugin block named {wanted!r} (found: {known})"
             )
-        if self.plugins:
-            candidates = block_names(command)
-            for name in candidates:
-                for block in self.plugins:
-                    if block.name == name:
-                        return block
-            if len(self.plugins) == 1 and self.bare is None:
-                return self.plugins[0]
-            names = ", ".join(repr(b.name) for b in self.plugins)
-            looked = " or ".join(repr(n) for n in candidates) or "the plugin's file"
+        if not self.plugins:
+            if self.bare is not None:
+                return self.bare
             raise ConfigFileError(
-                f"{self.origin}: several plugin blocks ({names}) and none is named after "
-                f"{looked}; choose one with --plugin-name"
+                f'{self.origin}: found neither a plugin "<name>" {{ ... }} block nor a '
+                "config { ... } block"
             )
-        if self.bare is not None:
-            return self.bare
+        candidates = block_names(command)
+        for name in candidates:
+            for block in self.plugins:
+                if block.name == name:
+                    return block
+        labels = [str(b.name) for b in self.plugins]
+        near = next(filter(None, (name_suggestion(c, labels) for c in candidates)), "")
+        looked = " or ".join(candidates) or "the plugin's file"
+        hint = f"did you mean {quote(near)}?" if near else f"found {', '.join(map(quote, labels))}"
         raise ConfigFileError(
-            f'{self.origin}: found neither a plugin "<name>" {{ ... }} block nor a '
-            "config { ... } block"
+            f"{self.origin}: no block for {looked}; {hint} (a Nomad agent takes the plugin "
+            f"block labelled with the file's name in plugin_dir, and skips the others: "
+            "rename the block, or choose one with --plugin-name)"
         )
 
 
