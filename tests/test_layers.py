@@ -148,3 +148,33 @@ def test_sources_know_no_nomad() -> None:
                 assert top in sys.stdlib_module_names or name.startswith("nomad_device.sources"), (
                     f"{path.name} imports {name}"
                 )
+
+
+def test_a_serving_plugin_never_loads_the_agent_emulator() -> None:
+    """The ready-made plugins, their serving path and a SetConfig decoded: no module of
+    agentconfig/ (nor testing/, nor msgpack, which only encoders need) is loaded."""
+    import subprocess
+    import sys
+
+    from nomad_device.agentconfig import defaults
+    from nomad_device.plugins.generic.plugin import GenericDevicePlugin
+
+    body = {"device": {"kvm": [{"paths": ["/dev/kvm"], "share": 4}]}}
+    data = defaults.config_from_json(GenericDevicePlugin().config_schema(), body)
+    code = f"""
+import sys
+import nomad_device.plugin.serve, nomad_device.plugin.servicer
+from nomad_device.plugins.example.plugin import FsDevicePlugin
+from nomad_device.plugins.generic.plugin import GenericDevicePlugin
+from nomad_device.plugins.nvidia.plugin import NvidiaPlugin
+for plugin in (FsDevicePlugin(), NvidiaPlugin()):
+    plugin.config_schema()
+GenericDevicePlugin().decode_config(bytes.fromhex({data.hex()!r}))
+print(sorted(m for m in sys.modules if m.startswith(
+    ("nomad_device.agentconfig", "nomad_device.testing", "nomad_device.placement", "msgpack")
+)))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout
