@@ -127,7 +127,7 @@ def _plain(v: object, path: cty.Path) -> object:
 
 
 def _cases() -> list[tuple[str, bytes, CtyType]]:
-    from nomad_device.agentconfig import defaults
+    from nomad_device.agentconfig import setconfig
     from nomad_device.plugins.example.plugin import FsDevicePlugin
     from nomad_device.plugins.generic.plugin import GenericDevicePlugin
     from nomad_device.plugins.nvidia.plugin import NvidiaPlugin
@@ -165,7 +165,7 @@ def _cases() -> list[tuple[str, bytes, CtyType]]:
         ("nvidia", NvidiaPlugin(), {"ignored_gpu_ids": ["GPU-1", "GPU-2"]}),
     ]:
         spec = plugin.config_schema()
-        data = defaults.config_from_json(spec, body)
+        data = setconfig.config_from_json(spec, body)
         out.append((name, data, hclspec.implied_type(spec)))
     return out
 

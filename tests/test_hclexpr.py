@@ -40,7 +40,7 @@ def test_objects_take_names_or_expressions_as_keys_and_lines_as_separators() -> 
         "object",
         0,
         [
-            (("name", 1, "a"), ("number", 5, "1")),
+            (("key", 1, "a"), ("number", 5, "1")),
             (("string", 8, "b"), ("tuple", 13, [("number", 14, "2")])),
             (("name", 20, "c"), ("number", 25, "3")),
         ],

@@ -156,11 +156,11 @@ def test_a_serving_plugin_never_loads_the_agent_emulator() -> None:
     import subprocess
     import sys
 
-    from nomad_device.agentconfig import defaults
+    from nomad_device.agentconfig import setconfig
     from nomad_device.plugins.generic.plugin import GenericDevicePlugin
 
     body = {"device": {"kvm": [{"paths": ["/dev/kvm"], "share": 4}]}}
-    data = defaults.config_from_json(GenericDevicePlugin().config_schema(), body)
+    data = setconfig.config_from_json(GenericDevicePlugin().config_schema(), body)
     code = f"""
 import sys
 import nomad_device.plugin.serve, nomad_device.plugin.servicer

@@ -1,28 +1,20 @@
-"""HCL 2's expression syntax: the one reader for every place the SDK meets it.
+"""HCL 2's expression syntax, read once for spec literals, templates and job files.
 
-Three places read HCL 2 expressions, each for its own purpose: a schema's
-``Literal`` holds a constant (:func:`nomad_device.wire.hclspec.parse_literal`),
-an agent evaluates a plugin config's strings as templates
-(:mod:`nomad_device.agentconfig.hcltemplate`), and a job file's quoted strings
-hold escapes (:mod:`nomad_device.placement.jobspec`). This module reads the
-syntax -- tokens, escapes and a parse tree -- and leaves meaning to them. It
-refuses what none of them reads (``for`` expressions, splats, heredocs inside
-an expression) and trees deeper than :data:`MAX_DEPTH`, whose readers recurse.
-
-A tree is nested tuples whose first two items are the kind and the offset in
-the text (of the operator, for operations):
-
-``("number", at, text)``, ``("string", at, body)`` (between the quotes, escapes
-unread), ``("name", at, text)`` (``true``, ``false`` and ``null`` included),
-``("call", at, name, args, expand)``, ``("unary", at, op, x)``,
-``("binary", at, op, a, b)``, ``("cond", at, c, a, b)``, ``("tuple", at, items)``,
-``("object", at, [(key, value), ...])`` (a bare name as key is a ``name``),
-``("index", at, x, key)`` (``x.0`` too) and ``("attr", at, x, name)``.
+A schema's ``Literal`` (:mod:`nomad_device.wire.hclspec`), an agent's templates
+(:mod:`nomad_device.agentconfig.hcltemplate`) and a job file's escapes
+(:mod:`nomad_device.placement.jobspec`) each give the syntax their own meaning.
+A tree is tuples of a kind, an offset (an operation's is its operator's) and:
+``number``/``string``/``name``/``key`` (a bare object key) text (a string's body,
+escapes unread); ``call`` name, args, expand; ``unary`` op, x; ``binary`` op, a, b;
+``cond`` c, a, b; ``tuple`` items; ``object`` [(key, value)]; ``index`` x, key
+(``x.0`` too); ``attr`` x, name. ``for`` expressions and splats are refused, and
+trees deeper than :data:`MAX_DEPTH`, which their readers walk recursively.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Final, cast
 
 __all__ = [
@@ -34,6 +26,7 @@ __all__ = [
     "parse",
     "read_escape",
     "unescape",
+    "walk",
 ]
 
 #: How deep a tree may nest (brackets, calls, operations): far beyond any config, and
@@ -111,17 +104,18 @@ _TOKEN: Final = re.compile(
 _Token = tuple[str, str, int]
 
 
+_STRING: Final = re.compile(r'"(?:[^"\\\n]|\\[^\n])*"')
+
+
 def _string_end(text: str, start: int) -> int:
     """The index after the quote that closes the string opened at ``start``."""
-    i = start + 1
-    while i < len(text):
-        ch = text[i]
-        if ch == '"':
-            return i + 1
-        if ch == "\n":
-            raise ParseError("quoted strings cannot span lines", i)
-        i += 2 if ch == "\\" else 1
-    raise ParseError("unterminated string", start)
+    m = _STRING.match(text, start)
+    if m is not None:
+        return m.end()
+    newline = text.find("\n", start)
+    if newline < 0:
+        raise ParseError("unterminated string", start)
+    raise ParseError("quoted strings cannot span lines", newline)
 
 
 def _tokens(text: str, comments: bool) -> list[_Token]:
@@ -163,29 +157,25 @@ _LEVEL: Final = {
 def parse(text: str, *, comments: bool = True) -> Node:
     """The tree of one expression (the whole text); :class:`ParseError` otherwise."""
     node = _Parser(_tokens(text, comments)).whole()
-    if _height(node) > MAX_DEPTH:
+    if max(depth for _, depth in walk(node)) > MAX_DEPTH:
         raise ParseError(f"the expression nests deeper than {MAX_DEPTH} levels", 0)
     return node
 
 
-def _children(node: Node) -> list[Node]:
-    kind = node[0]
-    if kind in ("call", "tuple"):
-        return cast(list[Node], node[3 if kind == "call" else 2])
-    if kind == "object":
-        return [part for pair in cast(list[tuple[Node, Node]], node[2]) for part in pair]
-    return [n for n in node[2:] if isinstance(n, tuple)]
-
-
-def _height(root: Node) -> int:
-    """How deep the tree is (its readers recurse that deep), counted without recursing."""
-    best = 0
+def walk(root: Node) -> Iterator[tuple[Node, int]]:
+    """Every node with its depth, parents first, left to right, without recursing."""
     stack = [(root, 1)]
     while stack:
         node, depth = stack.pop()
-        best = max(best, depth)
-        stack.extend((child, depth + 1) for child in _children(node))
-    return best
+        yield node, depth
+        kind = node[0]
+        if kind == "object":
+            parts = [p for pair in cast(list[tuple[Node, Node]], node[2]) for p in pair]
+        elif kind in ("call", "tuple"):
+            parts = cast(list[Node], node[3 if kind == "call" else 2])
+        else:
+            parts = [n for n in node[2:] if isinstance(n, tuple)]
+        stack.extend((part, depth + 1) for part in reversed(parts))
 
 
 class _Parser:
@@ -335,7 +325,7 @@ class _Parser:
             following = self.tokens[self.ahead(self.ahead(self.pos) + 1)]
             if kind == "ident" and following[1] in ("=", ":"):
                 self.take()
-                key: Node = ("name", at, text)
+                key: Node = ("key", at, text)
             else:
                 key = self.expr()
             kind, text, at = self.take()

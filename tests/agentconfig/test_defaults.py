@@ -13,7 +13,7 @@ import msgpack
 import pytest
 
 from nomad_device.agentconfig import hcldec
-from nomad_device.agentconfig.defaults import required_settings
+from nomad_device.agentconfig.setconfig import required_settings
 from nomad_device.config import config_spec, decode_config, encode_config
 from nomad_device.testing import (
     TEST_SPEC,

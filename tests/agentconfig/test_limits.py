@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from nomad_device.agentconfig import agentfile, defaults, setconfig
+from nomad_device.agentconfig import agentfile, setconfig
 from nomad_device.agentconfig.ctyfuncs import MAX_EXPONENT
 from nomad_device.agentconfig.hcl1 import MAX_NESTING
 from nomad_device.hclexpr import MAX_DEPTH
@@ -121,11 +121,11 @@ def test_templates_past_the_evaluators_limits_are_declined_naming_them(
 def test_json_config_bodies_past_the_limits_are_refused(body: str, why: str) -> None:
     with pytest.raises(agentfile.ConfigFileError, match=why):
         agentfile.load_json_config(body)
-    with pytest.raises(defaults.ConfigBodyError, match=why):
-        defaults.config_from_json(SPEC, body)
+    with pytest.raises(setconfig.ConfigBodyError, match=why):
+        setconfig.config_from_json(SPEC, body)
 
 
 def test_long_integers_within_the_limits_still_decode() -> None:
-    assert defaults.config_from_json(SPEC, '{"count": 12345678901234567890}')
+    assert setconfig.config_from_json(SPEC, '{"count": 12345678901234567890}')
     body = agentfile.load_json_config('{"count": 1e300}')
     assert setconfig.from_body(body, SPEC).ok

@@ -35,7 +35,16 @@ from nomad_device.golang import json_string
 from nomad_device.hclexpr import MAX_DEPTH
 from nomad_device.wire import cty
 
-__all__ = ["FUNCTIONS", "MAX_EXPONENT", "EvalError", "Function", "Unsupported", "convert", "number"]
+__all__ = [
+    "FUNCTIONS",
+    "MAX_EXPONENT",
+    "EvalError",
+    "Function",
+    "Unsupported",
+    "check_json",
+    "convert",
+    "number",
+]
 
 #: The largest decimal exponent of a number the evaluator takes: go-cty's 512-bit
 #: numbers reach further, configs never do, and exact arithmetic on numbers of
@@ -306,22 +315,23 @@ def _jsondecode(args: list[TV]) -> TV:
         raise _failed("jsondecode", f"not JSON: {exc}") from None
     except RecursionError:
         raise Unsupported(f"jsondecode() of JSON nested deeper than {MAX_DEPTH} levels") from None
-    if _depth(raw) > MAX_DEPTH:
-        raise Unsupported(f"jsondecode() of JSON nested deeper than {MAX_DEPTH} levels")
+    check_json(raw)
     return _from_json(raw)
 
 
-def _depth(raw: object) -> int:
-    """How deep decoded JSON nests, counted without recursing."""
-    best = 0
+def check_json(raw: object) -> None:
+    """Unsupported for decoded JSON nested past ``MAX_DEPTH`` or with a number past
+    :data:`MAX_EXPONENT` (checked without recursing: what follows recurses)."""
     stack = [(raw, 1)]
     while stack:
         value, depth = stack.pop()
-        best = max(best, depth)
-        if isinstance(value, list | dict):
-            items = value.values() if isinstance(value, dict) else value
+        if depth > MAX_DEPTH:
+            raise Unsupported(f"JSON nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, Mapping | list | tuple):
+            items = value.values() if isinstance(value, Mapping) else value
             stack.extend((item, depth + 1) for item in items)
-    return best
+        elif isinstance(value, Decimal):
+            number(value)
 
 
 def _bad_json(constant: str) -> object:

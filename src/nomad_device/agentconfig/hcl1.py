@@ -24,7 +24,7 @@ import enum
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 __all__ = [
     "MAX_NESTING",
@@ -46,6 +46,9 @@ __all__ = [
     "parse",
     "token_value",
 ]
+
+
+_N = TypeVar("_N")
 
 
 class HCL1Error(ValueError):
@@ -838,6 +841,28 @@ class _PosError(Exception):
         super().__init__(f"At {pos}: {message}")
 
 
+def _check_nesting(depth: int, pos: Pos) -> None:
+    if depth > MAX_NESTING:
+        raise HCL1Limit(
+            f"At {pos}: nested deeper than {MAX_NESTING} levels (objects, lists and the "
+            "keys of one item)"
+        )
+
+
+def _nested(method: Callable[[Any], _N]) -> Callable[[Any], _N]:
+    """A parser's method for an object or a list, one level of nesting deeper."""
+
+    def counted(parser: Any) -> _N:
+        _check_nesting(parser.depth + 1, parser.tok.pos)
+        parser.depth += 1
+        try:
+            return method(parser)
+        finally:
+            parser.depth -= 1
+
+    return counted
+
+
 class _Parser:
     """HCL 1's native-syntax parser (comments are read and dropped)."""
 
@@ -958,14 +983,10 @@ class _Parser:
             raise _EofToken()
         raise _PosError(tok.pos, f"Unknown token: {tok}")
 
+    @_nested
     def object_type(self) -> ObjectType:
         start = self.tok.pos
-        _check_nesting(self.depth + 1, start)
-        self.depth += 1
-        try:
-            items, error = self.object_list(in_object=True)
-        finally:
-            self.depth -= 1
+        items, error = self.object_list(in_object=True)
         if error is not None and self.tok.type is not Tok.RBRACE:
             raise error
         tok = self.scan()
@@ -973,15 +994,8 @@ class _Parser:
             raise _PosError(tok.pos, f"object expected closing RBRACE got: {tok.type.value}")
         return ObjectType(items, start)
 
+    @_nested
     def list_type(self) -> ListType:
-        _check_nesting(self.depth + 1, self.tok.pos)
-        self.depth += 1
-        try:
-            return self.list_items()
-        finally:
-            self.depth -= 1
-
-    def list_items(self) -> ListType:
         node = ListType(pos=self.tok.pos)
         need_comma = False
         while True:
@@ -1017,14 +1031,6 @@ class _Parser:
                 return node
             else:
                 raise _PosError(tok.pos, f"unexpected token while parsing list: {tok.type.value}")
-
-
-def _check_nesting(depth: int, pos: Pos) -> None:
-    if depth > MAX_NESTING:
-        raise HCL1Limit(
-            f"At {pos}: nested deeper than {MAX_NESTING} levels (objects, lists and the "
-            "keys of one item)"
-        )
 
 
 class _JsonError(Exception):
@@ -1129,26 +1135,15 @@ class _JsonParser:
             raise _EofToken()
         raise _JsonError(f"Expected object, got unknown token: {tok}")
 
+    @_nested
     def object_type(self) -> ObjectType:
-        _check_nesting(self.depth + 1, self.tok.pos)
-        self.depth += 1
-        try:
-            items, error = self.object_list()
-        finally:
-            self.depth -= 1
+        items, error = self.object_list()
         if error is not None and self.tok.type is not Tok.RBRACE:
             raise error
         return ObjectType(items)
 
+    @_nested
     def list_type(self) -> ListType:
-        _check_nesting(self.depth + 1, self.tok.pos)
-        self.depth += 1
-        try:
-            return self.list_items()
-        finally:
-            self.depth -= 1
-
-    def list_items(self) -> ListType:
         node = ListType()
         while True:
             tok = self.scan()

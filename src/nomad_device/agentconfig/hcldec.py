@@ -40,7 +40,7 @@ from nomad_device.agentconfig.ctyconvert import (
     has_dynamic_part,
     unify,
 )
-from nomad_device.agentconfig.ctyfuncs import Unsupported, number
+from nomad_device.agentconfig.ctyfuncs import Unsupported, check_json
 from nomad_device.hclexpr import MAX_DEPTH
 from nomad_device.wire import cty, hclspec
 
@@ -133,24 +133,10 @@ def from_python(value: object, where: Source | None = None) -> JValue:
     exponent past :data:`~nomad_device.agentconfig.ctyfuncs.MAX_EXPONENT`).
     """
     try:
-        _check_limits(value)
+        check_json(value)
     except Unsupported as exc:
         raise ValueError(str(exc)) from None
     return _from_python(value, where or Source())
-
-
-def _check_limits(root: object) -> None:
-    stack = [(root, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise ValueError(f"the config nests deeper than {MAX_DEPTH} levels")
-        if isinstance(value, Mapping):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list | tuple):
-            stack.extend((v, depth + 1) for v in value)
-        elif isinstance(value, Decimal):
-            number(value)
 
 
 def _from_python(value: object, at: Source) -> JValue:

@@ -26,7 +26,7 @@ import unicodedata
 from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Final
+from typing import Final, cast
 
 from nomad_device.agentconfig.ctyconvert import (
     TV,
@@ -45,7 +45,7 @@ from nomad_device.agentconfig.ctyfuncs import (
     convert,
     number,
 )
-from nomad_device.hclexpr import Construct, EscapeError, Node, ParseError, parse, unescape
+from nomad_device.hclexpr import Construct, EscapeError, Node, ParseError, parse, unescape, walk
 from nomad_device.wire import cty
 
 __all__ = [
@@ -73,14 +73,6 @@ def _string_literal(body: str) -> str:
     return unicodedata.normalize("NFC", text.replace("$${", "${").replace("%%{", "%{"))
 
 
-# ------------------------------------------------------------------ the tree
-
-# What the evaluator walks: ("lit", TV) | ("tuple", [expr]) | ("object", [(key, expr)])
-# | ("call", name, [expr], expand_last) | ("unary", op, expr) | ("binary", op, a, b)
-# | ("cond", condition, a, b) | ("index", collection, key)
-# | ("trav", source, [("attr", name) | ("key", TV)])
-Expr = tuple[object, ...]
-
 _LITERALS: Final = {
     "true": (True, cty.BOOL),
     "false": (False, cty.BOOL),
@@ -88,60 +80,31 @@ _LITERALS: Final = {
 }
 
 
-def _expression(text: str) -> Expr:
-    """The tree of one interpolation, HCL 2's syntax read by :mod:`nomad_device.hclexpr`."""
+def _literal(node: Node) -> TV:
+    """A literal leaf's value; Unsupported or EvalError where the agent would differ."""
+    kind, _, text = node[:3]
+    if kind == "number":
+        return number(Decimal(str(text))), cty.NUMBER
+    if kind in ("string", "key"):
+        return (_string_literal(str(text)) if kind == "string" else text), cty.STRING
+    if text not in _LITERALS:
+        raise Unsupported(f"the name {text!r}")  # the decoder reports variables first
+    return _LITERALS[str(text)]
+
+
+def _expression(text: str) -> Node:
+    """One interpolation's tree (:mod:`nomad_device.hclexpr`), its literals checked
+    first, as HCL reads them before it evaluates anything."""
     try:
-        return _convert(parse(text, comments=False))
+        tree = parse(text, comments=False)
     except Construct as exc:
         raise Unsupported(exc.problem) from None
     except ParseError as exc:
         raise Unparsable(exc.problem) from None
-
-
-def _convert(node: Node) -> Expr:
-    """hclexpr's tree as the evaluator walks it: literal values read, and attributes
-    and literal keys folded into one traversal (which stops at its first error) as HCL
-    parses them; any other key is an index expression of its own."""
-    kind, _, *rest = node
-    if kind == "number":
-        return ("lit", (number(Decimal(str(rest[0]))), cty.NUMBER))
-    if kind == "string":
-        return ("lit", (_string_literal(str(rest[0])), cty.STRING))
-    if kind == "name":
-        if rest[0] not in _LITERALS:
-            raise Unsupported(f"the name {rest[0]!r}")  # the decoder reports variables first
-        return ("lit", _LITERALS[str(rest[0])])
-    if kind == "call":
-        return ("call", rest[0], [_convert(a) for a in rest[1]], rest[2])  # type: ignore[attr-defined]
-    if kind == "tuple":
-        return ("tuple", [_convert(item) for item in rest[0]])  # type: ignore[attr-defined]
-    if kind == "object":
-        pairs = rest[0]
-        return (
-            "object",
-            [
-                (("lit", (k[2], cty.STRING)) if k[0] == "name" else _convert(k), _convert(v))
-                for k, v in pairs  # type: ignore[attr-defined]
-            ],
-        )
-    if kind == "unary":
-        return ("unary", rest[0], _convert(rest[1]))  # type: ignore[arg-type]
-    if kind == "binary":
-        return ("binary", rest[0], _convert(rest[1]), _convert(rest[2]))  # type: ignore[arg-type]
-    if kind == "cond":
-        return ("cond", *(_convert(part) for part in rest))  # type: ignore[arg-type]
-    source = _convert(rest[0])  # type: ignore[arg-type]
-    step: tuple[str, object]
-    if kind == "attr":
-        step = ("attr", rest[1])
-    else:
-        key = _convert(rest[1])  # type: ignore[arg-type]
-        if key[0] != "lit":
-            return ("index", source, key)
-        step = ("key", key[1])
-    if source[0] == "trav":
-        return ("trav", source[1], [*source[2], step])  # type: ignore[misc]
-    return ("trav", source, [step])
+    for node, _ in walk(tree):
+        if node[0] in ("number", "string", "name"):
+            _literal(node)
+    return tree
 
 
 # --------------------------------------------------------------- evaluation
@@ -217,32 +180,34 @@ class _Evaluation:
             out.append(str(text))
         return ("".join(out) if known else UNKNOWN), cty.STRING
 
-    def eval(self, expr: Expr) -> TV:
-        kind = expr[0]
-        if kind == "lit":
-            value = expr[1]
-            assert isinstance(value, tuple)
-            return value[0], value[1]
+    def eval(self, node: Node) -> TV:
+        """A node's value. Attributes and literal keys fail at the first error of a
+        traversal as HCL's do: what follows an error is unknown and of any type."""
+        kind, _, *rest = node
+        if kind == "lit":  # an argument expanded from a tuple (``f(xs...)``)
+            return cast(TV, rest[0])
+        if kind in ("number", "string", "name", "key"):
+            return _literal(node)
         if kind == "tuple":
-            items = [self.eval(e) for e in expr[1]]  # type: ignore[attr-defined]
+            items = [self.eval(e) for e in cast(list[Node], rest[0])]
             return [v for v, _ in items], cty.Tuple([t for _, t in items])
         if kind == "object":
-            return self.object_cons(expr[1])  # type: ignore[arg-type]
+            return self.object_cons(cast(list[tuple[Node, Node]], rest[0]))
         if kind == "cond":
-            return self.conditional(expr[1], expr[2], expr[3])  # type: ignore[arg-type]
+            return self.conditional(*cast(list[Node], rest))
         if kind == "index":
-            return self.index(self.eval(expr[1]), self.eval(expr[2]))  # type: ignore[arg-type]
-        if kind == "trav":
-            return self.traversal(self.eval(expr[1]), expr[2])  # type: ignore[arg-type]
+            return self.index(self.eval(cast(Node, rest[0])), self.eval(cast(Node, rest[1])))
+        if kind == "attr":
+            return self.attribute(self.eval(cast(Node, rest[0])), str(rest[1]))
         if kind == "unary":
-            return self.unary(str(expr[1]), self.eval(expr[2]))  # type: ignore[arg-type]
+            return self.unary(str(rest[0]), self.eval(cast(Node, rest[1])))
         if kind == "binary":
-            left, right = self.eval(expr[2]), self.eval(expr[3])  # type: ignore[arg-type]
-            return self.binary(str(expr[1]), left, right)
+            left, right = self.eval(cast(Node, rest[1])), self.eval(cast(Node, rest[2]))
+            return self.binary(str(rest[0]), left, right)
         assert kind == "call"
-        return self.call(str(expr[1]), expr[2], bool(expr[3]))  # type: ignore[arg-type]
+        return self.call(str(rest[0]), cast(list[Node], rest[1]), bool(rest[2]))
 
-    def object_cons(self, pairs: Sequence[tuple[Expr, Expr]]) -> TV:
+    def object_cons(self, pairs: Sequence[tuple[Node, Node]]) -> TV:
         obj: dict[str, object] = {}
         types: dict[str, cty.CtyType] = {}
         known = True
@@ -260,7 +225,7 @@ class _Evaluation:
             obj[name], types[name] = value
         return (obj, cty.Object(types)) if known else (UNKNOWN, cty.DYNAMIC)
 
-    def conditional(self, condition: Expr, yes: Expr, no: Expr) -> TV:
+    def conditional(self, condition: Node, yes: Node, no: Node) -> TV:
         """``c ? a : b`` in HCL's order: the results' common type, then the condition;
         only the chosen result's own errors count."""
         before = len(self.errors)
@@ -304,19 +269,6 @@ class _Evaluation:
         self.errors.extend(yes_errors if chosen else no_errors)
         result = yes_tv if chosen else no_tv
         return convert(result[0], result[1], common)
-
-    def traversal(self, source: TV, steps: Sequence[tuple[str, object]]) -> TV:
-        """Attribute and literal-key steps, stopping at the first that fails."""
-        current = source
-        for kind, arg in steps:
-            before = len(self.errors)
-            if kind == "attr":
-                current = self.attribute(current, str(arg))
-            else:
-                current = self.index(current, arg)  # type: ignore[arg-type]
-            if len(self.errors) > before:
-                return UNKNOWN, cty.DYNAMIC
-        return current
 
     def index(self, collection: TV, key: TV) -> TV:
         """``c[k]`` as ``hcl.Index`` does it, for the tuples and objects a template makes.
@@ -439,7 +391,7 @@ class _Evaluation:
             same = left[0] is None and right[0] is None
         return (same if op == "==" else not same), cty.BOOL
 
-    def call(self, name: str, arg_exprs: Sequence[Expr], expand: bool) -> TV:
+    def call(self, name: str, arg_exprs: Sequence[Node], expand: bool) -> TV:
         """A function call in HCL's order: the name, the count, the arguments and their
         conversion (every error), then nulls, then the function's own checks."""
         function = FUNCTIONS.get(name)
@@ -447,14 +399,14 @@ class _Evaluation:
             return self.fail(
                 "Call to unknown function", f"There is no function named {go_quote(name)}."
             )
-        exprs: list[Expr] = list(arg_exprs)
+        exprs: list[Node] = list(arg_exprs)
         if expand:
             last, last_ty = self.eval(arg_exprs[-1])
             if last is UNKNOWN:
                 return UNKNOWN, cty.DYNAMIC
             if not isinstance(last_ty, cty.Tuple) or not isinstance(last, list):
                 raise Unsupported("expanding (...) anything but a tuple")
-            exprs[-1:] = [("lit", tv) for tv in zip(last, last_ty.elems, strict=True)]
+            exprs[-1:] = [("lit", 0, tv) for tv in zip(last, last_ty.elems, strict=True)]
         params = function.params
         if len(exprs) < len(params):
             missing = params[len(exprs)][0]

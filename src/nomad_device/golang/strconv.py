@@ -30,35 +30,18 @@ _HEX_RE: Final = re.compile(
     r"[pP](?P<exp>[+-]?[0-9][0-9_]*)\Z",
     re.ASCII,
 )
+_SPECIAL: Final = re.compile(r"(?:([+-]?)(inf|infinity)|(nan))\Z", re.IGNORECASE)
 _TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
 
 def _underscore_ok(s: str) -> bool:
     """Go's rule: an underscore only between digits (a base prefix counts as one)."""
-    if s[:1] in ("+", "-"):
-        s = s[1:]
-    saw = "^"
-    i = 0
-    hexa = False
-    if len(s) >= 2 and s[0] == "0" and s[1].lower() in "box":
-        i = 2
-        saw = "0"
-        hexa = s[1].lower() == "x"
-    while i < len(s):
-        c = s[i]
-        if "0" <= c <= "9" or (hexa and "a" <= c.lower() <= "f"):
-            saw = "0"
-        elif c == "_":
-            if saw != "0":
-                return False
-            saw = "_"
-        elif saw == "_":
-            return False
-        else:
-            saw = "!"
-        i += 1
-    return saw != "_"
+    s = s[1:] if s[:1] in ("+", "-") else s
+    digit = "[0-9a-fA-F]" if s[:2].lower() == "0x" else "[0-9]"
+    if s[:2].lower() in ("0b", "0o", "0x"):
+        s = "0" + s[2:]
+    return re.search(f"(?<!{digit})_|_(?!{digit})", s) is None
 
 
 def _uint(s: str, base: int) -> int | str:
@@ -129,19 +112,10 @@ def int_error(text: str, base: int = 10) -> str:
 
 
 def _special(text: str) -> float | None:
-    sign = 1.0
-    body = text
-    if body[:1] in ("+", "-"):
-        sign = -1.0 if body[0] == "-" else 1.0
-        body = body[1:]
-        if body.lower() in ("inf", "infinity"):
-            return math.copysign(math.inf, sign)
+    m = _SPECIAL.match(text)
+    if m is None:
         return None
-    if body.lower() in ("inf", "infinity"):
-        return math.inf
-    if body.lower() == "nan":
-        return math.nan
-    return None
+    return math.nan if m.group(3) else -math.inf if m.group(1) == "-" else math.inf
 
 
 def _exponent(text: str) -> int:

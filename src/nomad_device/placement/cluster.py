@@ -124,7 +124,7 @@ class NomadApi:
         try:
             import httpx
         except ImportError:
-            from nomad_device.placement.extra import CLI_EXTRA_HINT
+            from nomad_device.placement.jobspec import CLI_EXTRA_HINT
 
             raise ApiError(f"--nomad needs httpx: {CLI_EXTRA_HINT}") from None
         self.cfg = cfg
@@ -292,7 +292,7 @@ def read_cluster(
     try:
         import msgspec  # noqa: F401
     except ImportError:
-        from nomad_device.placement.extra import CLI_EXTRA_HINT
+        from nomad_device.placement.jobspec import CLI_EXTRA_HINT
 
         raise ApiError(f"--nomad needs msgspec: {CLI_EXTRA_HINT}") from None
     from nomad_device.placement.apijson import Interned, decode_allocations, decode_nodes

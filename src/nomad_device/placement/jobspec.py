@@ -52,6 +52,9 @@ __all__ = ["RENDER_HINT", "JobError", "load_job", "parse_job_text"]
 #: levels; the readers here recurse, and stay inside Python's limit up to this.
 MAX_NESTING: Final = 200
 
+#: What installs the packages placement takes from the launcher's extra (python-hcl2,
+#: httpx, msgspec, google-re2), imported on first use.
+CLI_EXTRA_HINT: Final = "pip install 'nomad-device-sdk[cli]'"
 RENDER_HINT: Final = (
     "render the job first with `nomad job run -output job.hcl > job.json` and check job.json"
 )
@@ -522,12 +525,12 @@ class _HclJob:
         return JobError(f"{self.origin}:{line if line is not None else '?'}: {message}")
 
     def read(self) -> Job:
-        from nomad_device.placement.extra import MissingExtraError, load_hcl2
-
         try:
-            api = load_hcl2()
-        except MissingExtraError as exc:
-            raise JobError(str(exc)) from None
+            import hcl2.api as api
+        except ImportError:
+            raise JobError(f"reading HCL 2 files needs python-hcl2: {CLI_EXTRA_HINT}") from None
+        if not hasattr(api, "parses_to_tree"):
+            raise JobError(f"python-hcl2 is too old (need 8 or newer): {CLI_EXTRA_HINT}")
         try:
             tree = api.parses_to_tree(self.text)
         except RecursionError:

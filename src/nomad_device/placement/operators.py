@@ -127,7 +127,7 @@ def compile_regexp(pattern: str) -> object:
     try:
         import re2
     except ImportError:
-        from nomad_device.placement.extra import CLI_EXTRA_HINT
+        from nomad_device.placement.jobspec import CLI_EXTRA_HINT
 
         raise ValueError(
             f"regexp constraints need google-re2 (Go's regexp syntax): {CLI_EXTRA_HINT}"

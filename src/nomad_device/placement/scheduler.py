@@ -224,14 +224,6 @@ class Leaf:
         return not self.failures
 
     @property
-    def failed_task(self) -> str | None:
-        return self.failures[0].task if self.failures else None
-
-    @property
-    def failed_request(self) -> DeviceRequest | None:
-        return self.failures[0].request if self.failures else None
-
-    @property
     def evals(self) -> list[GroupEval]:
         return list(self.failures[0].evals) if self.failures else []
 

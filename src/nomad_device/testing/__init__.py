@@ -19,7 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nomad_device.agentconfig.defaults import (
+    from nomad_device.agentconfig.setconfig import (
         AgentCrash,
         ConfigBodyError,
         ConfigRequired,
@@ -88,12 +88,12 @@ _HOME = {
     "Status": "nomad_device.testing.conformance",
     "SuiteOptions": "nomad_device.testing.conformance",
     "run_conformance": "nomad_device.testing.conformance",
-    "AgentCrash": "nomad_device.agentconfig.defaults",
-    "ConfigBodyError": "nomad_device.agentconfig.defaults",
-    "ConfigRequired": "nomad_device.agentconfig.defaults",
-    "config_from_agent_file": "nomad_device.agentconfig.defaults",
-    "config_from_json": "nomad_device.agentconfig.defaults",
-    "defaults_only_config": "nomad_device.agentconfig.defaults",
+    "AgentCrash": "nomad_device.agentconfig.setconfig",
+    "ConfigBodyError": "nomad_device.agentconfig.setconfig",
+    "ConfigRequired": "nomad_device.agentconfig.setconfig",
+    "config_from_agent_file": "nomad_device.agentconfig.setconfig",
+    "config_from_json": "nomad_device.agentconfig.setconfig",
+    "defaults_only_config": "nomad_device.agentconfig.setconfig",
     "InProcessHarness": "nomad_device.testing.harness",
     "SubprocessHarness": "nomad_device.testing.harness",
     "MockCall": "nomad_device.testing.mock",

@@ -448,9 +448,9 @@ def _constant(expr: str, node: tuple[object, ...]) -> object:
         items: dict[str, object] = {}
         for key, value in cast(list[tuple[tuple[object, ...], ...]], rest[0]):
             assert isinstance(key[1], int)
-            if key[0] not in ("name", "string"):
+            if key[0] not in ("key", "string"):
                 raise _literal_error(expr, "object keys must be names or quoted strings", key[1])
-            name = str(key[2]) if key[0] == "name" else _constant(expr, key)
+            name = str(key[2]) if key[0] == "key" else _constant(expr, key)
             assert isinstance(name, str)
             if name in items:
                 raise _literal_error(expr, f"duplicate object key {name!r}", key[1])

@@ -138,7 +138,7 @@ def schema_safe(suite: Suite, spec: Any) -> None:
 
 
 def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: float) -> bytes | None:
-    from nomad_device.agentconfig import defaults
+    from nomad_device.agentconfig import setconfig
 
     label = "the defaults-only config"
     data: bytes | None
@@ -153,11 +153,11 @@ def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: flo
     elif suite.options.config_json is not None:
         label = "the given JSON config"
         try:
-            data = defaults.config_from_json(spec, suite.options.config_json)
-        except defaults.AgentCrash as exc:
+            data = setconfig.config_from_json(spec, suite.options.config_json)
+        except setconfig.AgentCrash as exc:
             suite.put("set-config", Status.FAIL, f"the given JSON config: {exc}")
             return None
-        except (defaults.ConfigBodyError, ValueError) as exc:
+        except (setconfig.ConfigBodyError, ValueError) as exc:
             suite.put(
                 "set-config",
                 Status.FAIL,
@@ -171,8 +171,8 @@ def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: flo
             return None
     else:
         try:
-            data = defaults.defaults_only_config(spec)
-        except defaults.ConfigRequired as exc:
+            data = setconfig.defaults_only_config(spec)
+        except setconfig.ConfigRequired as exc:
             suite.put(
                 "set-config",
                 Status.SKIP,
@@ -181,7 +181,7 @@ def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: flo
                 [f"required: {p}" for p in exc.problems],
             )
             return None
-        except (defaults.ConfigBodyError, ValueError) as exc:
+        except (setconfig.ConfigBodyError, ValueError) as exc:
             suite.put("set-config", Status.FAIL, f"the schema's defaults do not encode: {exc}")
             return None
     evidence = [f"msgpack: {data.hex()[:120]}{'...' if len(data) > 60 else ''}"]
