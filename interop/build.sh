@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Build the interop tools: the Go host (real go-plugin client, configured the
-# way Nomad's plugin loader configures it), a small Go device plugin, the agent
-# config decoder and the CDI spec reader (interop/cdi, a module of its own).
+# way Nomad's plugin loader configures it), a small Go device plugin, the agent's
+# config path (agentcfg), Go's own functions for the SDK's ports (gostd) and the
+# CDI spec reader (interop/cdi, a module of its own).
 #
 #   bash interop/build.sh
 #
 # Steps: install protoc-gen-go and protoc-gen-go-grpc (versions pinned by the
 # `tool` lines of interop/go.mod) into interop/bin/; generate Go stubs from the
 # project's own .proto files into interop/gen/ with the venv's grpc_tools.protoc;
-# build interop/bin/gohost and interop/bin/goplugin. Everything written lands
+# build interop/bin/gohost, goplugin, agentcfg and gostd. Everything written lands
 # in interop/bin/ and interop/gen/, both git-ignored. Safe to re-run; a re-run
 # with nothing changed takes a second or two (Go's build cache does the work).
 #
@@ -71,7 +72,8 @@ fi
 go build -o "$bin/gohost" ./cmd/gohost
 go build -o "$bin/goplugin" ./cmd/goplugin
 go build -o "$bin/agentcfg" ./cmd/agentcfg
+go build -o "$bin/gostd" ./cmd/gostd
 # A module of its own: the CDI reference library and its dependencies stay out of
 # the plugin tools' go.mod.
 (cd cdi && go build -o "$bin/cdicheck" .)
-echo "built $bin/gohost, $bin/goplugin, $bin/agentcfg and $bin/cdicheck" >&2
+echo "built $bin/gohost, $bin/goplugin, $bin/agentcfg, $bin/gostd and $bin/cdicheck" >&2

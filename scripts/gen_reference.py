@@ -51,6 +51,7 @@ MODULES = (
     "nomad_device.host",
     "nomad_device.wire.hclspec",
     "nomad_device.sources",
+    "nomad_device.golang",
     "nomad_device.testing",
     "nomad_device.testing.conformance",
     "nomad_device.placement",

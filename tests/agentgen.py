@@ -5,7 +5,7 @@ reads) around a ``plugin`` block whose ``config`` follows the plugin's schema
 loosely: settings set or left out at random, 0-3 labelled or repeated blocks,
 nested blocks, values of the right type and of wrong ones, nulls in JSON,
 templates, duplicate plugin blocks and repeated ``config`` blocks. ``python``
-runs the SDK's decoder (:mod:`nomad_device.wire.agentconfig`); the Go side is
+runs the SDK's decoder (:mod:`nomad_device.agentconfig.setconfig`); the Go side is
 ``interop/bin/agentcfg``, on Nomad's own libraries. ``disagreement`` compares
 the two.
 """
@@ -23,7 +23,8 @@ from typing import Any, Final
 
 from hypothesis import strategies as st
 
-from nomad_device.wire import agentconfig, cty, hclspec
+from nomad_device.agentconfig import setconfig
+from nomad_device.wire import cty, hclspec
 
 # ----------------------------------------------------------------- the model
 
@@ -502,7 +503,7 @@ def declined(answer: dict[str, Any]) -> bool:
 
 def python(case: Case, spec: hclspec.Spec) -> dict[str, Any]:
     """The SDK's answer, in the Go tool's shape."""
-    got = agentconfig.from_agent_text(case.text, spec, case.label)
+    got = setconfig.from_agent_text(case.text, spec, case.label)
     out: dict[str, Any] = {"outcome": got.outcome}
     if got.outcome == "accept":
         out["msgpack"] = got.data.hex()

@@ -374,15 +374,15 @@ class WithLabels:
 
 
 def test_hcl_block_maps_are_block_attrs_that_an_agent_file_can_set() -> None:
-    from nomad_device.cli import hclconfig
-    from nomad_device.wire.hcldec import compile_spec, decode, encode
+    from nomad_device.agentconfig import agentfile
+    from nomad_device.agentconfig.hcldec import compile_spec, decode, encode
     from nomad_device.wire.hclspec import BlockAttrs
 
     spec = config_spec(WithLabels)
     assert spec == Object({"labels": BlockAttrs("labels", "string", False)})
     assert decode_config(WithLabels, b"").labels == {}
     text = 'plugin "p" {\n  config {\n    labels {\n      tier = "gold"\n    }\n  }\n}\n'
-    block = hclconfig.parse_agent_text(text, "agent.hcl").select(["p"], None)
+    block = agentfile.parse_agent_text(text, "agent.hcl").select(["p"], None)
     decoded = decode(compile_spec(spec), block.config)
     assert decoded.ok, [d.render("agent.hcl") for d in decoded.diagnostics]
     assert decode_config(WithLabels, encode(decoded)).labels == {"tier": "gold"}

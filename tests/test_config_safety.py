@@ -20,8 +20,8 @@ from agentgen import cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nomad_device.agentconfig import schemasafety, setconfig
 from nomad_device.config import ConfigError, config_spec, decode_config
-from nomad_device.wire import agentconfig, schemasafety
 
 _SCALARS: list[tuple[object, object]] = [
     (str, "x"),
@@ -92,7 +92,7 @@ def test_no_dataclass_schema_can_crash_an_agent(data: st.DataObject) -> None:
     assert schemasafety.hazards(spec, "p") == []
     for _ in range(5):
         case = data.draw(cases(spec, "p"), label="agent file")
-        result = agentconfig.from_agent_text(case.text, spec, "p")
+        result = setconfig.from_agent_text(case.text, spec, "p")
         assert result.outcome != "panic", (case.text, result.explanation)
         if result.ok:
             # A value the schema allows may still be refused by the field (a bad duration).
@@ -117,7 +117,7 @@ def test_collections_get_no_literal_default_and_the_plugin_applies_it() -> None:
         'plugin "p" {\n  config {\n    slot "x" {\n      names = ["b"]\n    }\n'
         '    slot "y" {}\n  }\n}\n'
     )
-    result = agentconfig.from_agent_text(text, spec, "p")
+    result = setconfig.from_agent_text(text, spec, "p")
     assert result.ok, result.explanation
     assert decode_config(Slots, result.data) == Slots({"x": Slot(["b"]), "y": Slot(["a"])})
 

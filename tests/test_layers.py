@@ -23,22 +23,30 @@ ALLOWED: dict[str, set[str]] = {
     "goplugin": {"proto", "frozen"},
     # Event sources (inotify, kernel uevents) know nothing of Nomad, like goplugin/.
     "sources": set(),
-    "wire": {"model", "proto", "golang", "frozen"},
+    # HCL 2's expression syntax, read by spec literals, templates and job files alike.
+    "hclexpr": set(),
+    "wire": {"model", "proto", "golang", "frozen", "hclexpr"},
+    # How an agent builds SetConfig from an agent file (HCL 1, hcldec, templates): above
+    # the wire formats it produces, and never imported by them or by a serving plugin.
+    "agentconfig": {"wire", "hclexpr", "model", "proto", "golang", "frozen"},
     "config": {"wire", "golang", "frozen"},
     "constants": {"goplugin"},
     "host": BASE | {"goplugin", "wire", "config", "constants"},
     "plugin": BASE | {"goplugin", "wire", "config", "constants", "sources"},
-    "testing": BASE | {"goplugin", "wire", "config", "constants", "host", "plugin", "placement"},
+    "testing": BASE
+    | {"goplugin", "wire", "agentconfig", "config", "constants", "host", "plugin", "placement"},
     "plugins": BASE | {"wire", "config", "constants", "plugin", "sources", "interpreter"},
     # The placement model (Nomad's scheduler rules for devices, jobs, nodes and the
-    # cluster's API): values only, read with the wire layer's HCL reader.
-    "placement": BASE | {"wire"},
+    # cluster's API): values only; job files are read with python-hcl2 and HCL 2's
+    # escapes, never with the wire formats or the agent emulator.
+    "placement": BASE | {"hclexpr"},
     # The launcher is the top: it drives plugins through the host client and its
     # demo uses the example plugin's bundled directory.
     "cli": BASE
     | {
         "goplugin",
         "wire",
+        "agentconfig",
         "config",
         "constants",
         "host",
@@ -145,3 +153,33 @@ def test_sources_know_no_nomad() -> None:
                 assert top in sys.stdlib_module_names or name.startswith("nomad_device.sources"), (
                     f"{path.name} imports {name}"
                 )
+
+
+def test_a_serving_plugin_never_loads_the_agent_emulator() -> None:
+    """The ready-made plugins, their serving path and a SetConfig decoded: no module of
+    agentconfig/ (nor testing/, nor msgpack, which only encoders need) is loaded."""
+    import subprocess
+    import sys
+
+    from nomad_device.agentconfig import setconfig
+    from nomad_device.plugins.generic.plugin import GenericDevicePlugin
+
+    body = {"device": {"kvm": [{"paths": ["/dev/kvm"], "share": 4}]}}
+    data = setconfig.config_from_json(GenericDevicePlugin().config_schema(), body)
+    code = f"""
+import sys
+import nomad_device.plugin.serve, nomad_device.plugin.servicer
+from nomad_device.plugins.example.plugin import FsDevicePlugin
+from nomad_device.plugins.generic.plugin import GenericDevicePlugin
+from nomad_device.plugins.nvidia.plugin import NvidiaPlugin
+for plugin in (FsDevicePlugin(), NvidiaPlugin()):
+    plugin.config_schema()
+GenericDevicePlugin().decode_config(bytes.fromhex({data.hex()!r}))
+print(sorted(m for m in sys.modules if m.startswith(
+    ("nomad_device.agentconfig", "nomad_device.testing", "nomad_device.placement", "msgpack")
+)))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout

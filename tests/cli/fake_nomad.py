@@ -247,16 +247,28 @@ _LIVE_FILTER = " and ".join(f'ClientStatus != "{s}"' for s in _TERMINAL)
 
 
 def _page(
-    items: list[tuple[str, bytes]], query: dict[str, list[str]], index: dict[str, int]
+    items: list[tuple[str, bytes]],
+    query: dict[str, list[str]],
+    index: dict[str, int],
+    endless: str = "",
 ) -> tuple[list[bytes], str]:
     """Nomad's paginator: items sorted by token, ``per_page`` of them from ``next_token``
-    (``index``: token -> position)."""
+    (``index``: token -> position). ``endless`` (see :class:`FakeNomad`) never ends."""
     per_page = int((query.get("per_page") or ["0"])[0] or 0)
     token = (query.get("next_token") or [""])[0]
-    start = index.get(token, len(items)) if token else 0
+    start = index.get(token, 0 if endless else len(items)) if token else 0
     end = len(items) if per_page <= 0 else min(len(items), start + per_page)
     nxt = items[end][0] if end < len(items) else ""
+    if endless == "fresh":
+        global _FRESH
+        _FRESH += 1
+        nxt = f"fresh-{_FRESH}"
+    elif endless and not nxt:
+        nxt = "again"
     return [body for _, body in items[start:end]], nxt
+
+
+_FRESH = 0
 
 
 @dataclass
@@ -278,6 +290,10 @@ class FakeNomad:
     override: dict[str, bytes] = field(default_factory=dict)
     #: A Content-Length to announce instead of the real one (-1: none at all).
     declared: dict[str, int] = field(default_factory=dict)
+    #: Lists that never end, as a broken or hostile server pages: ``"same"`` gives the
+    #: last page a token too, always the same; ``"fresh"`` gives every page a new one
+    #: and starts the list over at each.
+    endless: dict[str, str] = field(default_factory=dict)
 
     def _prepare(self) -> None:
         nodes = sorted(self.nodes, key=lambda n: n["ID"])
@@ -355,7 +371,8 @@ class FakeNomad:
                 elif path == "/v1/nodes":
                     rich = (query.get("resources") or [""])[0] == "true"
                     items = fake._rich if rich else fake._stubs
-                    self.reply_list(_page(items, query, fake._indexed(("nodes", rich), items)))
+                    index = fake._indexed(("nodes", rich), items)
+                    self.reply_list(_page(items, query, index, fake.endless.get(path, "")))
                 elif path == "/v1/allocations":
                     self.allocations(query)
                 elif path.startswith("/v1/node/") and path.endswith("/allocations"):
@@ -385,7 +402,8 @@ class FakeNomad:
                         if namespace in ("*", ns) and not (wanted and status in _TERMINAL)
                     ]
                 )
-                self.reply_list(_page(items, query, fake._indexed(which, items)))
+                index = fake._indexed(which, items)
+                self.reply_list(_page(items, query, index, fake.endless.get("/v1/allocations", "")))
 
             def reply_list(self, paged: tuple[list[bytes], str]) -> None:
                 bodies, nxt = paged

@@ -218,6 +218,82 @@ def test_bad_node_json_names_file_line_and_field(tmp_path: Path) -> None:
     )
 
 
+VERSION_JOB = """\
+job "train" {
+  datacenters = ["dc1"]
+  group "trainer" {
+    task "main" {
+      resources {
+        device "nvidia/gpu" {
+          count = %s
+          constraint {
+            attribute = "${device.attr.driver}"
+            operator  = "version"
+            value     = ">= 1.0"
+          }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_version_of_thousands_of_digits_is_judged_as_go_version_judges_it(
+    tmp_path: Path,
+) -> None:
+    # Go's ParseInt stops at the first digit that overflows; Python's int() refused
+    # the whole 5,000 digits with a traceback, exit 1 (read as "does not place").
+    gpu = device_group("nvidia", "gpu", "T4", [("GPU-aaa", True, "")], driver="1." + "9" * 5000)
+    nodes = write(tmp_path / "node.json", json.dumps(node("n-1", "x", [gpu])))
+    job = write(tmp_path / "job.hcl", VERSION_JOB % "1")
+    result = run_cli("check", "-q", str(job), "--node", str(nodes))
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "constraint ${device.attr.driver} version >= 1.0 is false" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("what", "job_text", "node_text", "said"),
+    [
+        (
+            "a 5,000-digit Int in a node file",
+            VERSION_JOB % "1",
+            json.dumps(node("n-1", "x", [T4])).replace("16384", "1" * 5000),
+            "node.json:1:",
+        ),
+        (
+            "deeply nested lists in a jobspec",
+            VERSION_JOB.replace('">= 1.0"', "[" * 5000 + "]" * 5000) % "1",
+            json.dumps(node("n-1", "x", [T4])),
+            "job.hcl:11: nested deeper than 200 levels",
+        ),
+        (
+            "count = 1+1+... in a jobspec",
+            VERSION_JOB % ("1" + "+1" * 3000),
+            json.dumps(node("n-1", "x", [T4])),
+            "job.hcl:7:",
+        ),
+    ],
+)
+def test_unreadable_input_exits_2_naming_where(
+    tmp_path: Path, what: str, job_text: str, node_text: str, said: str
+) -> None:
+    nodes = write(tmp_path / "node.json", node_text)
+    job = write(tmp_path / "job.hcl", job_text)
+    result = run_cli("check", str(job), "--node", str(nodes))
+    assert result.returncode == 2, (what, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr, what
+    assert said in result.stderr, (what, result.stderr[-500:])
+
+
+def test_a_plugin_check_cannot_run_is_no_verdict(tmp_path: Path) -> None:
+    job = write(tmp_path / "job.hcl", JOB % {"count": 1})
+    result = run_cli("check", str(job), str(tmp_path / "no-such-plugin"))
+    assert result.returncode == 2, result.stderr
+    assert "cannot start plugin" in result.stderr
+
+
 # ------------------------------------------------------------ a live cluster
 
 

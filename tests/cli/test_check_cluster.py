@@ -13,22 +13,25 @@ import copy
 import io
 import json
 import random
+import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fake_nomad import FakeNomad, allocation, device_group, node
-from launcher_support import cli_env, run_cli
+from launcher_support import cli_env, launcher_command, run_cli
 
 from nomad_device.cli.__main__ import main
 from nomad_device.cli.check.explain import render_json
+from nomad_device.golang.proxy import redact_url
 from nomad_device.placement import cluster, jsonpos
 from nomad_device.placement.apijson import _NODES, _node, decode_allocations, decode_nodes
 from nomad_device.placement.cluster import ApiConfig, read_cluster
 from nomad_device.placement.evaluate import class_candidates, evaluate_job, node_skip_reason
 from nomad_device.placement.jobspec import parse_job_text
 from nomad_device.placement.nodes import NodeError, allocation_from_json, node_from_json
-from nomad_device.placement.proxy import proxy_for, redact_url
 
 JOB = """\
 job "train" {
@@ -255,83 +258,6 @@ def test_fast_and_slow_readers_agree_on_allocations() -> None:
         assert got == want, trial
 
 
-# --------------------------------------------------------------------- proxies
-
-# golang.org/x/net/http/httpproxy: useProxy and the NO_PROXY matchers (cases written
-# from its rules, not taken from its tests).
-P = "http://p:1"
-
-
-def _no(value: str) -> dict[str, str]:
-    return {"HTTP_PROXY": P, "NO_PROXY": value}
-
-
-def _no_lower(value: str) -> dict[str, str]:
-    return {"HTTP_PROXY": P, "no_proxy": value}
-
-
-PROXY_CASES = [
-    ("http://nomad.example:4646", {"HTTP_PROXY": "proxy:3128"}, "http://proxy:3128"),
-    ("http://nomad.example:4646", {"http_proxy": "http://p:1"}, "http://p:1"),
-    (
-        "http://nomad.example:4646",
-        {"HTTP_PROXY": "http://a:1", "http_proxy": "http://b:1"},
-        "http://a:1",
-    ),
-    ("https://nomad.example", {"HTTP_PROXY": "http://p:1"}, None),  # https uses HTTPS_PROXY
-    ("https://nomad.example", {"HTTPS_PROXY": "http://p:1"}, "http://p:1"),
-    ("http://nomad.example", {"ALL_PROXY": "http://p:1"}, None),  # Go never reads ALL_PROXY
-    ("http://127.0.0.1:4646", {"HTTP_PROXY": "http://p:1"}, None),
-    ("http://127.9.9.9:4646", {"HTTP_PROXY": "http://p:1"}, None),
-    ("http://localhost:4646", {"HTTP_PROXY": "http://p:1"}, None),
-    ("http://[::1]:4646", {"HTTP_PROXY": "http://p:1"}, None),
-    ("http://[::2]:4646", {"HTTP_PROXY": "http://p:1"}, "http://p:1"),
-    ("http://nomad.example", _no("*"), None),
-    ("http://nomad.example", _no("example"), None),
-    ("http://nomad.example", _no("xample"), "http://p:1"),
-    ("http://nomad.example", _no("nomad.example"), None),
-    ("http://a.nomad.example", _no_lower("nomad.example"), None),
-    (
-        "http://nomad.example",
-        _no(".nomad.example"),
-        "http://p:1",
-    ),
-    ("http://a.nomad.example", _no("*.nomad.example"), None),
-    (
-        "http://anomad.example",
-        _no("nomad.example"),
-        "http://p:1",
-    ),
-    (
-        "http://nomad.example:4646",
-        _no("nomad.example:80"),
-        "http://p:1",
-    ),
-    (
-        "http://nomad.example:4646",
-        _no("nomad.example:4646"),
-        None,
-    ),
-    ("http://10.1.2.3:4646", _no("10.0.0.0/8"), None),
-    ("http://10.1.2.3:4646", _no("10.1.2.3"), None),
-    ("http://10.1.2.4:4646", _no("10.1.2.3"), "http://p:1"),
-    ("http://NOMAD.Example", _no(" Nomad.example "), None),
-    ("unix:///run/nomad.sock", {"HTTP_PROXY": "http://p:1"}, None),
-]
-
-
-@pytest.mark.parametrize(("url", "env", "want"), PROXY_CASES)
-def test_proxy_rules_are_go_s(url: str, env: dict[str, str], want: str | None) -> None:
-    assert proxy_for(url, env) == want
-
-
-def test_no_proxy_in_cgi() -> None:
-    from nomad_device.placement.proxy import ProxyError
-
-    with pytest.raises(ProxyError, match="CGI"):
-        proxy_for("http://nomad.example", {"HTTP_PROXY": "http://p:1", "REQUEST_METHOD": "GET"})
-
-
 @pytest.fixture
 def two() -> Iterator[tuple[FakeNomad, str, FakeNomad, str]]:
     """A cluster, and a second fake standing in for an HTTP proxy (a proxied request
@@ -488,6 +414,97 @@ def test_a_node_file_nested_too_deeply_exits_2(tmp_path: Path) -> None:
     result = run_cli("check", str(job), "--node", str(nodes))
     assert result.returncode == 2, result.stderr
     assert "nested too deeply" in result.stderr
+
+
+# ------------------------------------------------------------- servers that page forever
+
+
+def _live(i: int) -> dict[str, object]:
+    alloc = allocation(
+        f"{i:08x}-0000", f"web.api[{i}]", "n", {"t": [("nvidia", "gpu", "A100", [])]}
+    )
+    alloc["CreateIndex"] = i
+    return alloc
+
+
+def _read(address: str) -> list[object]:
+    nodes, _ = read_cluster(ApiConfig(address=address), lambda n: True, lambda ns: [])
+    return list(nodes)
+
+
+def test_a_short_page_ends_the_list_whatever_token_comes_with_it() -> None:
+    fake = _cluster(3)
+    fake.endless = {"/v1/allocations": "fresh", "/v1/nodes": "fresh"}
+    address = fake.start()
+    try:
+        assert len(_read(address)) == 3
+    finally:
+        fake.stop()
+    assert fake.asked().count("/v1/nodes") == 1
+    assert fake.asked().count("/v1/allocations") == 1
+
+
+def test_a_token_that_comes_twice_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "ALLOCATIONS_PER_PAGE", 1)  # every page full
+    fake = _cluster(3)
+    fake.allocations = {"n": [_live(i) for i in range(2)]}
+    fake.endless = {"/v1/allocations": "same"}
+    address = fake.start()
+    try:
+        with pytest.raises(cluster.ApiError, match="came twice"):
+            _read(address)
+    finally:
+        fake.stop()
+    assert fake.asked().count("/v1/allocations") < 20
+
+
+def test_pages_past_any_clusters_size_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "NODES_PER_PAGE", 1)
+    monkeypatch.setattr(cluster, "MAX_LISTED", 25)
+    fake = _cluster(3)
+    fake.endless = {"/v1/nodes": "fresh"}  # full pages, a new token each time, forever
+    address = fake.start()
+    try:
+        with pytest.raises(cluster.ApiError, match="still more pages after 25 items"):
+            _read(address)
+    finally:
+        fake.stop()
+    assert fake.asked().count("/v1/nodes") == 25
+
+
+def test_a_signal_stops_check_while_a_list_pages_on(tmp_path: Path) -> None:
+    # Full pages of allocations, each with a fresh token, slowly: the allocation
+    # fetcher runs for many minutes. SIGTERM must end check at once (it waited for
+    # the fetcher before: for ever).
+    fake = _cluster(2)
+    fake.allocations = {"n": [_live(i) for i in range(cluster.ALLOCATIONS_PER_PAGE)]}
+    fake.endless = {"/v1/allocations": "fresh"}
+    fake.delay = 0.05
+    address = fake.start()
+    job = tmp_path / "job.hcl"
+    job.write_text(JOB)
+    proc = subprocess.Popen(
+        [*launcher_command(), "check", str(job), "--nomad"],
+        env=_env(NOMAD_ADDR=address),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while fake.asked().count("/v1/allocations") < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fake.asked().count("/v1/allocations") >= 3
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        fake.stop()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "interrupted (SIGTERM)" in err
+    assert "Traceback" not in err
 
 
 def test_the_fast_json_writer_writes_what_the_go_exact_one_does() -> None:

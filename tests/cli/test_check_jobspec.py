@@ -214,6 +214,12 @@ def test_errors_name_the_line() -> None:
     assert str(info.value).startswith('job.hcl:5: group "g" task "t" device "gpu": constraint 1')
 
 
+def test_a_bad_escape_names_its_line() -> None:
+    with pytest.raises(JobError) as info:
+        one_device('constraint {\n attribute = "${device.model}"\n value = "a\\qb"\n}')
+    assert str(info.value) == "job.hcl:8: invalid escape \\q"
+
+
 REFUSED = [
     "count = var.n",
     "count = local.n",

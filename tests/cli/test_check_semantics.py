@@ -10,11 +10,11 @@ import math
 
 import pytest
 
+from nomad_device.golang.strconv import parse_bool, parse_float, parse_int
+from nomad_device.golang.version import parse_constraint, parse_version
 from nomad_device.placement.attribute import Attribute, NaNComparison, parse_attribute
-from nomad_device.placement.gostrconv import parse_bool, parse_float, parse_int
 from nomad_device.placement.model import Instance, NodeDevices
 from nomad_device.placement.operators import evaluate, resolve
-from nomad_device.placement.version import parse_constraint, parse_version
 
 
 def Int(v: int, u: str = "") -> Attribute:

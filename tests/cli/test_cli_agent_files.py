@@ -9,13 +9,15 @@ blocks are read as the agent reads them.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import msgpack
 from launcher_support import ROOT, run_cli
 
-GENERIC = [sys.executable, "-m", "nomad_device.plugins.generic"]
+#: The plugin's file, whose name the agent matches to the plugin block's label.
+GENERIC = [str(Path(sys.executable).with_name("nomad-device-generic"))]
 UNSAFE = [sys.executable, str(ROOT / "tests" / "conformance" / "fixtures" / "unsafe_schema.py")]
 
 ISSUE_17 = """
@@ -175,7 +177,7 @@ def test_a_later_block_without_config_keeps_the_earlier_config_and_adds_its_args
     _write(tmp_path / "20.hcl", 'plugin "nomad-device-generic" {\n  config {}\n}\n')
     _write(tmp_path / "30.json", json.dumps({"plugin": {"nomad-device-generic": {"args": ["-v"]}}}))
     assert _devices(str(tmp_path)) == ["kvm"]
-    from nomad_device.wire.agentfile import parse_agent_file
+    from nomad_device.agentconfig.agentfile import parse_agent_file
 
     block = parse_agent_file(tmp_path).select([], "nomad-device-generic")
     assert block.args == ["-v"]
@@ -208,3 +210,47 @@ def test_an_error_in_a_merged_config_points_into_its_own_file(tmp_path: Path) ->
     assert result.returncode == 1
     assert f"{late}:3" in result.stderr
     assert 'No argument or block type is named "devices". Did you mean "device"?' in (result.stderr)
+
+
+MISLABELED = """
+plugin "nomad-device-generics" {
+  config {
+    device "kvm" {
+      paths = ["/dev/kvm"]
+    }
+  }
+}
+"""
+JOB = """
+job "j" {
+  group "g" {
+    task "t" {
+      resources {
+        device "kvm" {}
+      }
+    }
+  }
+}
+"""
+
+
+def test_every_tool_takes_the_block_named_after_the_plugin_file(tmp_path: Path) -> None:
+    # The agent matches the label to the file's name in plugin_dir and skips the rest
+    # (one WARN, and the plugin runs with no devices): no tool may call this fine.
+    agent = _write(tmp_path / "agent.hcl", MISLABELED)
+    job = _write(tmp_path / "job.hcl", JOB)
+    plugin = str(Path(sys.executable).with_name("nomad-device-generic"))
+    conformance = str(Path(sys.executable).with_name("nomad-device-conformance"))
+    said = f'{agent}: no block for nomad-device-generic; did you mean "nomad-device-generics"?'
+    for args, code in [
+        (["config", "--config", agent, plugin], 1),
+        (["check", "-c", agent, job, plugin], 2),
+    ]:
+        result = run_cli(*args)
+        assert result.returncode == code, (args, result.stderr)
+        assert said in result.stderr
+    result = subprocess.run(
+        [conformance, "--config", agent, "--", plugin], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert said in result.stderr

@@ -202,7 +202,7 @@ def test_reserve_error_from_the_plugin() -> None:
 
 
 def test_plugin_block_args_are_passed(tmp_path: Path) -> None:
-    agent = write(tmp_path / "agent.hcl", 'plugin "x" {\n  args = ["async"]\n}\n')
+    agent = write(tmp_path / "agent.hcl", 'plugin "sdk_plugin" {\n  args = ["async"]\n}\n')
     result = run_cli("info", "--json", "--config", str(agent), SDK)
     assert json.loads(result.stdout)["Name"] == "sdk-test-async"
 

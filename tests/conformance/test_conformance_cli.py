@@ -160,7 +160,8 @@ def test_plugin_name_chooses_the_block(tmp_path: Path, capsys: pytest.CaptureFix
     with pytest.raises(SystemExit) as exited:
         main(argv)
     assert exited.value.code == 2
-    assert "none is named after 'needs_config.py' or 'needs_config'" in capsys.readouterr().err
+    said = 'no block for needs_config.py or needs_config; found "nomad-device-example", "widgets"'
+    assert said in capsys.readouterr().err
     assert main(["--plugin-name", "widgets", *argv]) == 0, capsys.readouterr().out
 
 

@@ -87,7 +87,9 @@ plugin "nomad-device-generic" {
 def test_the_issue_17_agent_file_conforms(text: str, tmp_path: Path) -> None:
     agent = tmp_path / "agent.hcl"
     agent.write_text(text)
-    report = run_conformance(COMMAND, SuiteOptions(config_file=agent))
+    report = run_conformance(
+        COMMAND, SuiteOptions(config_file=agent, plugin_name="nomad-device-generic")
+    )
     report.assert_ok()
     assert report.result("schema-safe").status.value == "pass"
     assert "accepted" in report.result("set-config").summary
@@ -102,7 +104,9 @@ def test_an_agent_config_directory_conforms_with_the_block_the_agent_uses(
     )
     (tmp_path / "20-issue17.hcl").write_text(ISSUE_17)
     (tmp_path / "30-editor.hcl~").write_text("broken {{")
-    report = run_conformance(COMMAND, SuiteOptions(config_file=[tmp_path]))
+    report = run_conformance(
+        COMMAND, SuiteOptions(config_file=[tmp_path], plugin_name="nomad-device-generic")
+    )
     report.assert_ok()
     summary = report.result("set-config").summary
     assert "accepted" in summary

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from nomad_device.agentconfig import setconfig
 from nomad_device.testing.conformance import SuiteOptions, run_conformance
-from nomad_device.wire import agentconfig, hclspec
+from nomad_device.wire import hclspec
 
 FIXTURE = Path(__file__).parent / "fixtures" / "unsafe_schema.py"
 COMMAND = [sys.executable, str(FIXTURE)]
@@ -29,7 +30,7 @@ def test_an_agent_file_that_would_crash_the_agent_fails_set_config(tmp_path: Pat
         1
     ]
     spec = hclspec.from_proto(hclspec.to_proto(_spec()))
-    assert agentconfig.from_agent_text(config, spec, "unsafe_schema").outcome == "panic"
+    assert setconfig.from_agent_text(config, spec, "unsafe_schema").outcome == "panic"
 
 
 def test_the_same_schema_with_every_slot_set_alike_passes_set_config(tmp_path: Path) -> None:

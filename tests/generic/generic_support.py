@@ -133,11 +133,11 @@ def preset_config_with(label: str, top: str = "", inside: str = "", pci: str = "
 
 def encode_agent_text(text: str) -> bytes:
     """An agent file's plugin block as the config bytes the agent sends."""
-    from nomad_device.cli import hclconfig
+    from nomad_device.agentconfig import agentfile
+    from nomad_device.agentconfig.hcldec import compile_spec, decode, encode
     from nomad_device.plugins.generic.plugin import GenericDevicePlugin
-    from nomad_device.wire.hcldec import compile_spec, decode, encode
 
-    block = hclconfig.parse_agent_text(text, "agent.hcl").select(["nomad-device-generic"], None)
+    block = agentfile.parse_agent_text(text, "agent.hcl").select(["nomad-device-generic"], None)
     decoded = decode(compile_spec(GenericDevicePlugin().config_schema()), block.config)
     assert decoded.ok, [d.render("agent.hcl") for d in decoded.diagnostics]
     return encode(decoded)

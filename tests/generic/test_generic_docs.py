@@ -15,11 +15,11 @@ from pathlib import Path
 import hcl2
 import pytest
 
-from nomad_device.cli import hclconfig
+from nomad_device.agentconfig import agentfile
+from nomad_device.agentconfig.hcldec import compile_spec, decode, encode
 from nomad_device.errors import InvalidArgument
 from nomad_device.plugins.generic.config import Settings, settings_from
 from nomad_device.plugins.generic.plugin import GenericDevicePlugin
-from nomad_device.wire.hcldec import compile_spec, decode, encode
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins" / "generic.md"
 BLOCKS = re.findall(r"```hcl\n(.*?)```", DOC.read_text(), re.S)
@@ -29,7 +29,7 @@ JOBS = [b for b in BLOCKS if b.lstrip().startswith("job ")]
 
 def agent_settings(text: str) -> Settings:
     plugin = GenericDevicePlugin()
-    block = hclconfig.parse_agent_text(text, "generic.md").select(["nomad-device-generic"], None)
+    block = agentfile.parse_agent_text(text, "generic.md").select(["nomad-device-generic"], None)
     decoded = decode(compile_spec(plugin.config_schema()), block.config)
     assert decoded.ok, [d.render("generic.md") for d in decoded.diagnostics]
     return settings_from(plugin.decode_config(encode(decoded)))
@@ -106,7 +106,7 @@ def test_duplicate_labels_and_unknown_keys_are_refused_by_the_agent() -> None:
         ('device "kvm" {\n pathz = ["/a"]\n }', '"pathz"'),
     ):
         text = f'plugin "nomad-device-generic" {{\n config {{\n{body}\n }}\n}}\n'
-        block = hclconfig.parse_agent_text(text, "t.hcl").select(["nomad-device-generic"], None)
+        block = agentfile.parse_agent_text(text, "t.hcl").select(["nomad-device-generic"], None)
         decoded = decode(spec, block.config)
         assert not decoded.ok
         assert phrase in " ".join(d.render("t.hcl") for d in decoded.diagnostics)
@@ -151,7 +151,7 @@ def test_the_agents_unknown_key_message_is_what_the_decoder_says() -> None:
         '      pathz = ["/dev/kvm"]\n    }\n  }\n}\n'
     )
     where = "/etc/nomad.d/client.hcl"
-    block = hclconfig.parse_agent_text(text, where).select(["nomad-device-generic"], None)
+    block = agentfile.parse_agent_text(text, where).select(["nomad-device-generic"], None)
     [diagnostic] = decode(compile_spec(plugin.config_schema()), block.config).diagnostics
     # Nomad's loader: multierror prefixes around "<summary>: <detail>" (helper/pluginutils).
     assert agent.splitlines()[1] == (

@@ -93,8 +93,12 @@ def job(tmp_path: Path, count: int, affinity: str = "require", memory: str = "64
     return path
 
 
+#: Run as ``python -m``, the plugin has no file named after its block: name the block.
+NAME = "nomad-device-generic"
+
+
 def check(env: dict[str, str], agent: Path, job_file: Path) -> tuple[int, dict[str, Any]]:
-    options = ("--json", "--enterprise", "-q", "-c", str(agent))
+    options = ("--json", "--enterprise", "-q", "-c", str(agent), "--plugin-name", NAME)
     result = launcher("check", *options, str(job_file), "--", *COMMAND, env=env)
     assert result.returncode in (0, 1), result.stderr
     return result.returncode, json.loads(result.stdout)
@@ -113,7 +117,18 @@ def picks(report: dict[str, Any]) -> list[tuple[tuple[str, ...], int]]:
 
 def test_check_agrees_with_the_fingerprint(host: tuple[dict[str, str], Path]) -> None:
     env, agent = host
-    fingerprint = launcher("fingerprint", "--json", "-q", "-c", str(agent), "--", *COMMAND, env=env)
+    fingerprint = launcher(
+        "fingerprint",
+        "--json",
+        "-q",
+        "-c",
+        str(agent),
+        "--plugin-name",
+        NAME,
+        "--",
+        *COMMAND,
+        env=env,
+    )
     assert fingerprint.returncode == 0, fingerprint.stderr
     (group,) = json.loads(fingerprint.stdout)  # NodeResources.Devices
     assert f"{group['Vendor']}/{group['Type']}/{group['Name']}" == GROUP

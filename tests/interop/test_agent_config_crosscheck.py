@@ -311,7 +311,7 @@ def test_few_generated_templates_are_declined() -> None:
 def test_the_failing_configs_the_safety_check_prints_crash_go_too(
     wire_specs: dict[str, tuple[Any, hclspec.Spec]], go_agent: Any
 ) -> None:
-    from nomad_device.wire import schemasafety
+    from nomad_device.agentconfig import schemasafety
 
     for label, (_, spec) in wire_specs.items():
         for hazard in schemasafety.hazards(spec, label):

@@ -1,7 +1,7 @@
 """Drop-in: an agent config written for the Go nomad-device-nvidia works unchanged.
 
 The agent file is read the way the launcher (and Nomad) reads it
-(``cli/hclconfig.py``), decoded against the schema the plugin sends over the
+(``cli/agentfile.py``), decoded against the schema the plugin sends over the
 wire (``wire/hcldec.py``), and the resulting bytes go to SetConfig.
 """
 
@@ -14,11 +14,11 @@ from typing import Any
 import grpc
 import pytest
 
-from nomad_device.cli import hclconfig
+from nomad_device.agentconfig import agentfile
+from nomad_device.agentconfig.hcldec import compile_spec, decode
+from nomad_device.agentconfig.hcldec import encode as encode_decoded
 from nomad_device.host import CallError
 from nomad_device.wire import hclspec
-from nomad_device.wire.hcldec import compile_spec, decode
-from nomad_device.wire.hcldec import encode as encode_decoded
 
 from .fakenvml import gpu, gpu_uuid
 from .nvidia_support import PLUGIN, Scenarios, devices, encode
@@ -51,7 +51,7 @@ GO_SPEC = {
 
 
 def agent_bytes(schema: Any, text: str) -> bytes:
-    block = hclconfig.parse_agent_text(text, "agent.hcl").select(
+    block = agentfile.parse_agent_text(text, "agent.hcl").select(
         ["/opt/nomad/plugins/nomad-device-nvidia"], None
     )
     decoded = decode(compile_spec(schema), block.config)

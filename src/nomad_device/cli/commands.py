@@ -26,9 +26,9 @@ from nomad_device.model import DeviceGroup, PluginInfo
 from nomad_device.wire import hclspec
 
 if TYPE_CHECKING:
+    from nomad_device.agentconfig.hcldec import Decoded, JValue
     from nomad_device.cli.session import PluginSession, StreamPump
     from nomad_device.host import DevicePluginClient
-    from nomad_device.wire.hcldec import Decoded, JValue
 
 # Talking to a plugin (grpc, the host client) and reading agent files are
 # imported by the methods that do it: `check` against node files or a cluster
@@ -141,7 +141,7 @@ class App:
 
     def load_config(self) -> None:
         """Read --config / --config-json before launching (a plugin block may add args)."""
-        from nomad_device.wire import agentfile
+        from nomad_device.agentconfig import agentfile
 
         opts = self.opts
         try:
@@ -163,8 +163,6 @@ class App:
                 if block.args and not opts.plugin_args_given:
                     opts.plugin = [*opts.plugin, *block.args]
         except agentfile.ConfigFileError as exc:
-            raise Failure(str(exc)) from None
-        except agentfile.MissingExtraError as exc:
             raise Failure(str(exc)) from None
 
     def launch(self) -> tuple[PluginSession, DevicePluginClient]:
@@ -228,7 +226,7 @@ class App:
         Where the agent would refuse the config, or crash on it, so does this,
         with the agent's words and what to write instead.
         """
-        from nomad_device.wire import agentconfig
+        from nomad_device.agentconfig import setconfig
 
         if spec is None:
             if self.config_body is not None and self.config_body.props:
@@ -237,7 +235,7 @@ class App:
                     "(the plugin has no config schema)"
                 )
             return None, b""
-        result = agentconfig.from_body(self.config_body, spec, self.config_origin)
+        result = setconfig.from_body(self.config_body, spec, self.config_origin)
         if result.outcome == "panic":
             raise Failure(f"{self.config_origin}: {result.explanation}")
         if result.stage == "schema":
@@ -250,7 +248,7 @@ class App:
 
     def warn_unsafe(self, spec: hclspec.Spec) -> None:
         """Say so when some config could make this schema crash a Nomad agent."""
-        from nomad_device.wire import agentfile, schemasafety
+        from nomad_device.agentconfig import agentfile, schemasafety
 
         names = agentfile.block_names(self.opts.plugin)
         label = self.block_label or (names[-1] if names else "plugin")
@@ -300,8 +298,8 @@ class App:
     # -- commands -----------------------------------------------------------------
 
     def cmd_info(self) -> int:
+        from nomad_device.agentconfig.hcldec import SchemaError, compile_spec
         from nomad_device.host import CallError
-        from nomad_device.wire.hcldec import SchemaError, compile_spec
 
         self.load_config()
         _, client = self.launch()

@@ -13,10 +13,10 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nomad_device.agentconfig.hcldec import from_python
 from nomad_device.cli import render
 from nomad_device.cli.session import StreamEnded, StreamPump
 from nomad_device.host import CallError
-from nomad_device.wire.hcldec import from_python
 
 if TYPE_CHECKING:
     from nomad_device.cli.commands import App

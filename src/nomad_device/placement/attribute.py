@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
 
-from nomad_device.placement.gostrconv import parse_bool, parse_float, parse_int
+from nomad_device.golang.strconv import parse_bool, parse_float, parse_int
 
 __all__ = ["UNITS", "Attribute", "Unit", "parse_attribute"]
 

@@ -30,12 +30,12 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from urllib.parse import quote, urlsplit
 
-from nomad_device.placement.gostrconv import parse_bool
+from nomad_device.golang.proxy import ProxyError, proxy_for, redact_url
+from nomad_device.golang.strconv import parse_bool
 from nomad_device.placement.model import Allocation, Node
-from nomad_device.placement.proxy import ProxyError, proxy_for, redact_url
 
 __all__ = ["MAX_ANSWER_BYTES", "ApiConfig", "ApiError", "NomadApi", "read_cluster"]
 
@@ -46,12 +46,18 @@ MAX_ANSWER_BYTES: Final = 128 * 1024 * 1024
 #: Page sizes: a few MiB of JSON each, so that memory stays flat however large the cluster.
 NODES_PER_PAGE: Final = 500
 ALLOCATIONS_PER_PAGE: Final = 2000
+#: The most items a list may page through: far more nodes or live allocations than any
+#: cluster has, so that a server that pages forever is refused, not followed.
+MAX_LISTED: Final = 2_000_000
 #: How many ``/v1/node/<id>`` requests run at once.
 PARALLEL: Final = 16
 #: ``Allocation.ClientTerminalStatus``, as a filter: what the server need not send.
 LIVE_ALLOCATIONS: Final = (
     'ClientStatus != "complete" and ClientStatus != "failed" and ClientStatus != "lost"'
 )
+
+
+T = TypeVar("T")
 
 
 class ApiError(RuntimeError):
@@ -118,7 +124,7 @@ class NomadApi:
         try:
             import httpx
         except ImportError:
-            from nomad_device.wire.agentfile import CLI_EXTRA_HINT
+            from nomad_device.placement.jobspec import CLI_EXTRA_HINT
 
             raise ApiError(f"--nomad needs httpx: {CLI_EXTRA_HINT}") from None
         self.cfg = cfg
@@ -215,17 +221,43 @@ class NomadApi:
         except httpx.HTTPError as exc:
             raise ApiError(f"cannot reach Nomad at {self.cfg.display}: {exc}") from None
 
-    def pages(self, path: str, params: Mapping[str, str], per_page: int) -> Iterator[bytes]:
-        """Every page of a paginated list, in order."""
+    def pages(
+        self,
+        path: str,
+        params: Mapping[str, str],
+        per_page: int,
+        decode: Callable[[bytes], list[T]],
+        stop: threading.Event | None = None,
+    ) -> Iterator[list[T]]:
+        """Every page of a paginated list, decoded, in order, until ``stop`` is set.
+
+        Nomad's paginator fills every page but the last, so a short page ends the
+        list whatever token comes with it; a token given twice, or more pages than
+        :data:`MAX_LISTED` items fill, is an answer no Nomad gives.
+        """
         token = ""
-        while True:
+        seen: set[str] = set()
+        for _ in range(-(-MAX_LISTED // per_page)):
+            if stop is not None and stop.is_set():
+                return
             query = {**params, "per_page": str(per_page)}
             if token:
                 query["next_token"] = token
             body, token = self.get(path, query)
-            yield body
-            if not token:
+            items = decode(body)
+            yield items
+            if not token or len(items) < per_page:
                 return
+            if token in seen:
+                raise ApiError(
+                    f"GET {path}: the next-page token {token[:40]!r} came twice (Nomad's never "
+                    "does): is NOMAD_ADDR a Nomad agent?"
+                )
+            seen.add(token)
+        raise ApiError(
+            f"GET {path}: still more pages after {MAX_LISTED:,} items, more than any cluster "
+            "holds: is NOMAD_ADDR a Nomad agent?"
+        )
 
     def node_class(self, node_id: str) -> str:
         from nomad_device.placement.apijson import decode_computed_class
@@ -260,7 +292,7 @@ def read_cluster(
     try:
         import msgspec  # noqa: F401
     except ImportError:
-        from nomad_device.wire.agentfile import CLI_EXTRA_HINT
+        from nomad_device.placement.jobspec import CLI_EXTRA_HINT
 
         raise ApiError(f"--nomad needs msgspec: {CLI_EXTRA_HINT}") from None
     from nomad_device.placement.apijson import Interned, decode_allocations, decode_nodes
@@ -268,6 +300,7 @@ def read_cluster(
     with NomadApi(cfg) as api:
         held: dict[str, list[Allocation]] = {}
         failure: list[BaseException] = []
+        stop = threading.Event()
 
         def allocations() -> None:
             where = f"{cfg.display}/v1/allocations"
@@ -278,8 +311,14 @@ def read_cluster(
                 "filter": LIVE_ALLOCATIONS,
             }
             try:
-                for page in api.pages("/v1/allocations", params, ALLOCATIONS_PER_PAGE):
-                    for node_id, alloc in decode_allocations(page, where):
+                for page in api.pages(
+                    "/v1/allocations",
+                    params,
+                    ALLOCATIONS_PER_PAGE,
+                    lambda body: decode_allocations(body, where),
+                    stop,
+                ):
+                    for node_id, alloc in page:
                         held.setdefault(node_id, []).append(alloc)
             except BaseException as exc:  # handed to the main thread
                 failure.append(exc)
@@ -290,10 +329,18 @@ def read_cluster(
         interned: Interned = {}
         try:
             where = f"{cfg.display}/v1/nodes"
-            for page in api.pages("/v1/nodes", {"resources": "true"}, NODES_PER_PAGE):
-                nodes.extend(decode_nodes(page, where, interned))
-        finally:
+            for page in api.pages(
+                "/v1/nodes",
+                {"resources": "true"},
+                NODES_PER_PAGE,
+                lambda body: decode_nodes(body, where, interned),
+            ):
+                nodes.extend(page)
             fetcher.join()
+        finally:
+            # On an error or a signal the fetcher is told to stop and not waited for: it
+            # is a daemon thread, and its request ends with the client.
+            stop.set()
         if failure:
             raise failure[0]
         for node in nodes:

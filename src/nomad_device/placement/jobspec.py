@@ -29,6 +29,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Final
 
+from nomad_device.golang.version import parse_constraint
 from nomad_device.placement import jsonpos
 from nomad_device.placement.model import (
     Affinity,
@@ -44,10 +45,16 @@ from nomad_device.placement.operators import (
     CONSTRAINT_OPERATORS,
     compile_regexp,
 )
-from nomad_device.placement.version import parse_constraint
 
 __all__ = ["RENDER_HINT", "JobError", "load_job", "parse_job_text"]
 
+#: How deep python-hcl2's tree of a jobspec may nest: a real jobspec's is a few dozen
+#: levels; the readers here recurse, and stay inside Python's limit up to this.
+MAX_NESTING: Final = 200
+
+#: What installs the packages placement takes from the launcher's extra (python-hcl2,
+#: httpx, msgspec, google-re2), imported on first use.
+CLI_EXTRA_HINT: Final = "pip install 'nomad-device-sdk[cli]'"
 RENDER_HINT: Final = (
     "render the job first with `nomad job run -output job.hcl > job.json` and check job.json"
 )
@@ -468,12 +475,27 @@ def _subtrees(node: Any) -> list[Any]:
 
 
 def _tokens(node: Any) -> list[Any]:
-    if not _data(node):
-        return [node]
     out: list[Any] = []
-    for child in node.children:
-        out.extend(_tokens(child))
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if _data(item):
+            stack.extend(reversed(item.children))
+        else:
+            out.append(item)
     return out
+
+
+def _too_deep(tree: Any) -> Any:
+    """The first node of python-hcl2's tree below :data:`MAX_NESTING` levels, or None
+    (the readers here recurse; a deeper jobspec is no jobspec anyone writes)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return node
+        stack.extend((child, depth + 1) for child in getattr(node, "children", ()) if _data(child))
+    return None
 
 
 def _line(node: Any) -> int | None:
@@ -503,14 +525,16 @@ class _HclJob:
         return JobError(f"{self.origin}:{line if line is not None else '?'}: {message}")
 
     def read(self) -> Job:
-        from nomad_device.wire.agentfile import MissingExtraError, load_hcl2
-
         try:
-            api = load_hcl2()
-        except MissingExtraError as exc:
-            raise JobError(str(exc)) from None
+            import hcl2.api as api
+        except ImportError:
+            raise JobError(f"reading HCL 2 files needs python-hcl2: {CLI_EXTRA_HINT}") from None
+        if not hasattr(api, "parses_to_tree"):
+            raise JobError(f"python-hcl2 is too old (need 8 or newer): {CLI_EXTRA_HINT}")
         try:
             tree = api.parses_to_tree(self.text)
+        except RecursionError:
+            raise JobError(f"{self.origin}: nested too deeply to read") from None
         except Exception as exc:  # lark raises many error types; all mean "bad syntax"
             line = getattr(exc, "line", None)
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -518,6 +542,12 @@ class _HclJob:
                 f"{self.origin}:{line if isinstance(line, int) and line > 0 else '?'}: "
                 f"invalid HCL: {first}"
             ) from None
+        deep = _too_deep(tree)
+        if deep is not None:
+            raise self.fail(
+                deep,
+                f"nested deeper than {MAX_NESTING} levels of HCL syntax (check's limit)",
+            )
         body = _subtrees(tree)[0]
         jobs = []
         for item in _subtrees(body):
@@ -763,9 +793,7 @@ class _HclJob:
         if kind == "string":
             return self.string(node)
         if kind in ("heredoc_template", "heredoc_template_trim"):
-            from nomad_device.wire.agentfile import heredoc_text
-
-            text = heredoc_text(node, kind.endswith("_trim"), self.origin)
+            text = _heredoc_text(node, kind.endswith("_trim"))
             if re.search(r"(?<!\$)\$\{\s*(var|local)\.", text):
                 raise _Refused(node, "variables and locals are not read by check")
             return text.replace("$${", "${")
@@ -807,7 +835,7 @@ class _HclJob:
         return self.text[start:end]
 
     def string(self, node: Any) -> str:
-        from nomad_device.wire.agentfile import unescape_string
+        from nomad_device.hclexpr import EscapeError, unescape
 
         out: list[str] = []
         for part in node.children:
@@ -825,9 +853,9 @@ class _HclJob:
                 out.append(text[1:])
             else:
                 try:
-                    out.append(unescape_string(part, text, self.origin))
-                except ValueError as exc:
-                    raise JobError(str(exc)) from None
+                    out.append(unescape(text))
+                except EscapeError as exc:
+                    raise self.fail(part, str(exc)) from None
         return "".join(out)
 
     def interpolation(self, node: Any) -> str:
@@ -841,6 +869,24 @@ class _HclJob:
         start = min(t.start_pos for t in tokens)
         end = max(t.end_pos for t in tokens)
         return self.text[start:end]
+
+
+def _heredoc_text(node: Any, trim: bool) -> str:
+    """An HCL 2 heredoc's text (``<<-`` trimmed when ``trim``), from python-hcl2's tree."""
+    raw = str(node.children[0])
+    first, _, rest = raw.partition("\n")
+    marker = first.lstrip("<-").strip()
+    lines = rest.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if lines and lines[-1].strip() == marker:
+        lines.pop()
+    lines = [ln.rstrip("\r") for ln in lines]
+    if trim:
+        indents = [len(ln) - len(ln.lstrip(" \t")) for ln in lines if ln.strip()]
+        cut = min(indents, default=0)
+        lines = [ln[cut:] for ln in lines]
+    return "".join(ln + "\n" for ln in lines)
 
 
 def _walk_trees(node: Any) -> list[Any]:

@@ -99,6 +99,8 @@ class _Reader:
             val, end = self.decoder.raw_decode(self.text, self.pos)
         except json.JSONDecodeError as exc:
             raise self.fail(exc.msg) from None
+        except ValueError:  # Python converts no integer of more than 4,300 digits
+            raise self.fail("a number too long to read") from None
         if isinstance(val, dict | list):  # pragma: no cover - handled above
             raise self.fail("unexpected container")
         if isinstance(val, float) and val != val:

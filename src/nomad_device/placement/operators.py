@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from nomad_device.golang.version import parse_constraint, parse_version
 from nomad_device.placement.attribute import Attribute, NaNComparison, parse_attribute
-from nomad_device.placement.version import parse_constraint, parse_version
 
 if TYPE_CHECKING:
     from nomad_device.placement.model import NodeDevices
@@ -127,7 +127,7 @@ def compile_regexp(pattern: str) -> object:
     try:
         import re2
     except ImportError:
-        from nomad_device.wire.agentfile import CLI_EXTRA_HINT
+        from nomad_device.placement.jobspec import CLI_EXTRA_HINT
 
         raise ValueError(
             f"regexp constraints need google-re2 (Go's regexp syntax): {CLI_EXTRA_HINT}"

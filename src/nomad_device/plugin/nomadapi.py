@@ -131,7 +131,7 @@ def agent_settings(
     """Apply the environment's defaults; raise :class:`InvalidArgument` for what cannot work."""
     from urllib.parse import urlsplit
 
-    from nomad_device.golang import parse_bool
+    from nomad_device.golang.strconv import parse_bool
 
     e = os.environ if env is None else env
     address = config.address or e.get("NOMAD_ADDR", "") or DEFAULT_ADDRESS

@@ -20,19 +20,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nomad_device.testing.conformance import (
-        ConformanceReport,
-        Status,
-        SuiteOptions,
-        run_conformance,
-    )
-    from nomad_device.testing.defaults import (
+    from nomad_device.agentconfig.setconfig import (
         AgentCrash,
         ConfigBodyError,
         ConfigRequired,
         config_from_agent_file,
         config_from_json,
         defaults_only_config,
+    )
+    from nomad_device.testing.conformance import (
+        ConformanceReport,
+        Status,
+        SuiteOptions,
+        run_conformance,
     )
     from nomad_device.testing.harness import InProcessHarness, SubprocessHarness
     from nomad_device.testing.mock import MockCall, MockDevicePlugin
@@ -87,28 +87,28 @@ __all__ = [
 ]
 
 _HOME = {
-    "ConformanceReport": "conformance",
-    "Status": "conformance",
-    "SuiteOptions": "conformance",
-    "run_conformance": "conformance",
-    "AgentCrash": "defaults",
-    "ConfigBodyError": "defaults",
-    "ConfigRequired": "defaults",
-    "config_from_agent_file": "defaults",
-    "config_from_json": "defaults",
-    "defaults_only_config": "defaults",
-    "InProcessHarness": "harness",
-    "SubprocessHarness": "harness",
-    "MockCall": "mock",
-    "MockDevicePlugin": "mock",
-    "FakeNomadAgent": "nomadagent",
+    "ConformanceReport": "nomad_device.testing.conformance",
+    "Status": "nomad_device.testing.conformance",
+    "SuiteOptions": "nomad_device.testing.conformance",
+    "run_conformance": "nomad_device.testing.conformance",
+    "AgentCrash": "nomad_device.agentconfig.setconfig",
+    "ConfigBodyError": "nomad_device.agentconfig.setconfig",
+    "ConfigRequired": "nomad_device.agentconfig.setconfig",
+    "config_from_agent_file": "nomad_device.agentconfig.setconfig",
+    "config_from_json": "nomad_device.agentconfig.setconfig",
+    "defaults_only_config": "nomad_device.agentconfig.setconfig",
+    "InProcessHarness": "nomad_device.testing.harness",
+    "SubprocessHarness": "nomad_device.testing.harness",
+    "MockCall": "nomad_device.testing.mock",
+    "MockDevicePlugin": "nomad_device.testing.mock",
+    "FakeNomadAgent": "nomad_device.testing.nomadagent",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f"{__name__}.{_HOME.get(name, 'static')}")
+    module = importlib.import_module(_HOME.get(name, f"{__name__}.static"))
     value = getattr(module, name)
     globals()[name] = value
     return value

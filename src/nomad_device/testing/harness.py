@@ -72,14 +72,14 @@ class _HarnessAPI:
 
     def config_bytes(self, config: ConfigInput = None) -> bytes:
         """The ``SetConfig`` bytes :meth:`set_config` would send for ``config``."""
-        from nomad_device.testing import defaults
+        from nomad_device.agentconfig import setconfig
 
         if isinstance(config, bytes | bytearray):
             return bytes(config)
         if config is None:
-            return defaults.defaults_only_config(self.schema())
+            return setconfig.defaults_only_config(self.schema())
         if isinstance(config, Mapping):
-            return defaults.config_from_json(self.schema(), config)
+            return setconfig.config_from_json(self.schema(), config)
         from nomad_device.config import encode_config
 
         return encode_config(config)

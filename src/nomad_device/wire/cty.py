@@ -421,28 +421,6 @@ def parse_type(expr: str) -> CtyType:
 # ---------------------------------------------------------------- type JSON
 
 
-def go_json_string(s: str) -> str:
-    """Quote ``s`` the way Go's ``encoding/json`` does (HTML-safe, short escapes)."""
-    out = ['"']
-    for ch in s:
-        code = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif code < 0x20:
-            out.append(_GO_JSON_SHORT.get(ch, f"\\u{code:04x}"))
-        elif ch in "<>&" or code in (0x2028, 0x2029):
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-_GO_JSON_SHORT: Final = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
 def type_to_json(ty: CtyType) -> str:
     """cty's JSON description of ``ty`` (``Type.MarshalJSON``), used by dynamic values."""
     if ty is DYNAMIC:
@@ -452,7 +430,9 @@ def type_to_json(ty: CtyType) -> str:
     if isinstance(ty, _Collection):
         return f'["{ty._kind}",{type_to_json(ty.elem)}]'
     if isinstance(ty, Object):
-        inner = ",".join(f"{go_json_string(k)}:{type_to_json(v)}" for k, v in ty.attrs.items())
+        from nomad_device.golang import json_string
+
+        inner = ",".join(f"{json_string(k)}:{type_to_json(v)}" for k, v in ty.attrs.items())
         return f'["object",{{{inner}}}]'
     if isinstance(ty, Tuple):
         return f'["tuple",[{",".join(type_to_json(e) for e in ty.elems)}]]'

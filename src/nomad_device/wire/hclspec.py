@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final, NoReturn, TypeAlias, cast
+from typing import TYPE_CHECKING, Final, TypeAlias, cast
 
 from nomad_device.frozen import frozen, set_field
 from nomad_device.wire import cty
@@ -401,191 +401,6 @@ def hcl_literal(value: object) -> str:
     raise TypeError(f"cannot render {type(value).__name__} as an HCL literal")
 
 
-_LITERAL_TOKEN: Final = r"""(?P<space>[ \t\r]+|\#[^\n]*|//[^\n]*|/\*.*?\*/)
-      | (?P<newline>\n)
-      | (?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
-      | (?P<ident>[A-Za-z_][A-Za-z0-9_-]*)
-      | (?P<quote>")
-      | (?P<heredoc><<)
-      | (?P<punct>[\[\]{}(),=:\-])"""
-_ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\"}
-
-
-def read_escape(text: str, i: int) -> tuple[str, int]:
-    """The character HCL 2's escape at ``text[i]`` (a backslash) stands for, and the index
-    after it; :class:`ValueError` saying what is wrong otherwise."""
-    esc = text[i + 1 : i + 2]
-    if esc in _ESCAPES:
-        return _ESCAPES[esc], i + 2
-    if esc in ("u", "U"):
-        width = 4 if esc == "u" else 8
-        digits = text[i + 2 : i + 2 + width]
-        if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
-            raise ValueError(f"\\{esc} needs {width} hex digits")
-        code = int(digits, 16)
-        if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
-            raise ValueError("escape is not a valid Unicode character")
-        return chr(code), i + 2 + width
-    raise ValueError(f"invalid escape \\{esc}")
-
-
-class _LiteralParser:
-    """Evaluates the constant subset of HCL's expression syntax."""
-
-    def __init__(self, expr: str) -> None:
-        self.expr = expr
-        self.pos = 0
-        self.tokens = re.compile(_LITERAL_TOKEN, re.VERBOSE | re.DOTALL)  # cached after the first
-
-    def fail(self, problem: str, pos: int | None = None) -> NoReturn:
-        at = self.pos if pos is None else pos
-        where = "at end of input" if at >= len(self.expr) else f"at offset {at}"
-        raise ValueError(f"invalid HCL literal {self.expr!r}: {problem} {where}")
-
-    def token(self, *, newlines: bool) -> tuple[str, str, int]:
-        """Next significant token as (kind, text, offset), skipping comments."""
-        while True:
-            start = self.pos
-            if start >= len(self.expr):
-                return "end", "", start
-            m = self.tokens.match(self.expr, start)
-            if m is None:
-                self.fail(f"unexpected character {self.expr[start]!r}")
-            kind = cast(str, m.lastgroup)
-            self.pos = m.end()
-            if kind == "space" or (kind == "newline" and not newlines):
-                continue
-            return kind, m.group(), start
-
-    def peek(self, *, newlines: bool = False) -> tuple[str, str, int]:
-        saved = self.pos
-        try:
-            return self.token(newlines=newlines)
-        finally:
-            self.pos = saved
-
-    def parse(self) -> object:
-        value = self.value()
-        kind, text, at = self.token(newlines=False)
-        if kind != "end":
-            self.fail(f"unexpected {text!r} after the value (only constants are allowed)", at)
-        return value
-
-    def value(self) -> object:
-        kind, text, at = self.token(newlines=False)
-        if kind == "number":
-            from decimal import Decimal
-
-            return cty.normalize_number(Decimal(text))
-        if kind == "quote":
-            return self.string(at)
-        if kind == "ident":
-            if text in _KEYWORDS:
-                return {"true": True, "false": False, "null": None}[text]
-            if self.expr[self.pos :].lstrip(" \t").startswith("("):
-                self.fail(f"function calls such as {text}(...) are not allowed", at)
-            self.fail(f"variables such as {text!r} are not allowed", at)
-        if kind == "punct":
-            if text == "-":
-                operand = self.value()
-                from decimal import Decimal
-
-                if isinstance(operand, bool) or not isinstance(operand, int | float | Decimal):
-                    self.fail("'-' applies to numbers only", at)
-                return -operand
-            if text == "(":
-                inner = self.value()
-                self.expect(")", "to close '('")
-                return inner
-            if text == "[":
-                return self.list_value()
-            if text == "{":
-                return self.object_value()
-        if kind == "heredoc":
-            self.fail("heredoc strings are not supported; use a quoted string", at)
-        if kind == "end":
-            self.fail("a value is required")
-        self.fail(f"unexpected {text!r}", at)
-
-    def expect(self, punct: str, context: str) -> None:
-        kind, text, at = self.token(newlines=False)
-        if kind != "punct" or text != punct:
-            self.fail(f"expected {punct!r} {context}", at)
-
-    def string(self, start: int) -> str:
-        out: list[str] = []
-        expr = self.expr
-        i = self.pos
-        while True:
-            if i >= len(expr):
-                self.fail("unterminated string", start)
-            ch = expr[i]
-            if ch == '"':
-                self.pos = i + 1
-                return "".join(out)
-            if ch == "\n":
-                self.fail("quoted strings cannot span lines", i)
-            if ch == "\\":
-                try:
-                    char, i = read_escape(expr, i)
-                except ValueError as exc:
-                    self.fail(str(exc), i)
-                out.append(char)
-                continue
-            if ch in "$%" and expr[i + 1 : i + 2] == "{":
-                self.fail("template interpolation and directives are not allowed", i)
-            if ch in "$%" and expr[i + 1 : i + 3] == ch + "{":
-                out.append(ch + "{")
-                i += 3
-                continue
-            out.append(ch)
-            i += 1
-
-    def list_value(self) -> list[object]:
-        items: list[object] = []
-        while True:
-            kind, text, at = self.peek()
-            if kind == "punct" and text == "]":
-                self.token(newlines=False)
-                return items
-            items.append(self.value())
-            kind, text, at = self.token(newlines=False)
-            if kind == "punct" and text == "]":
-                return items
-            if kind != "punct" or text != ",":
-                self.fail("expected ',' or ']' in a list", at)
-
-    def object_value(self) -> dict[str, object]:
-        items: dict[str, object] = {}
-        while True:
-            kind, text, at = self.token(newlines=False)
-            if kind == "punct" and text == "}":
-                return items
-            if kind == "ident":
-                key = text
-            elif kind == "quote":
-                key = self.string(at)
-            else:
-                self.fail("object keys must be names or quoted strings", at)
-            if key in items:
-                self.fail(f"duplicate object key {key!r}", at)
-            self.expect_any(("=", ":"), f"after object key {key!r}")
-            items[key] = self.value()
-            kind, text, at = self.peek(newlines=True)
-            if kind == "punct" and text == ",":
-                self.token(newlines=False)
-            elif kind == "newline":
-                self.token(newlines=True)
-            elif not (kind == "punct" and text == "}"):
-                self.fail("expected ',', a new line or '}' after an object item", at)
-
-    def expect_any(self, puncts: tuple[str, ...], context: str) -> None:
-        kind, text, at = self.token(newlines=False)
-        if kind != "punct" or text not in puncts:
-            wanted = " or ".join(repr(p) for p in puncts)
-            self.fail(f"expected {wanted} {context}", at)
-
-
 def parse_literal(expr: str) -> object:
     """Evaluate a constant HCL expression, as found in a :class:`Literal`.
 
@@ -597,7 +412,89 @@ def parse_literal(expr: str) -> object:
     """
     if not isinstance(expr, str):
         raise TypeError(f"HCL expression must be a str, not {type(expr).__name__}")
-    return _LiteralParser(expr).parse()
+    from nomad_device.hclexpr import ParseError, parse
+
+    try:
+        tree = parse(expr)
+    except ParseError as exc:
+        raise _literal_error(expr, exc.problem, exc.offset) from None
+    return _constant(expr, tree)
+
+
+def _literal_error(expr: str, problem: str, at: int) -> ValueError:
+    where = "at end of input" if at >= len(expr) else f"at offset {at}"
+    return ValueError(f"invalid HCL literal {expr!r}: {problem} {where}")
+
+
+def _constant(expr: str, node: tuple[object, ...]) -> object:
+    """The value of a parsed literal; the first thing that needs evaluation is refused."""
+    kind, at, *rest = node
+    assert isinstance(at, int)
+    if kind == "number":
+        from decimal import Decimal
+
+        return cty.normalize_number(Decimal(str(rest[0])))
+    if kind == "string":
+        return _literal_string(expr, str(rest[0]), at + 1)
+    if kind == "name":
+        if rest[0] in _KEYWORDS:
+            return {"true": True, "false": False, "null": None}[str(rest[0])]
+        raise _literal_error(expr, f"variables such as {rest[0]!r} are not allowed", at)
+    if kind == "call":
+        raise _literal_error(expr, f"function calls such as {rest[0]}(...) are not allowed", at)
+    if kind == "tuple":
+        return [_constant(expr, item) for item in cast(list[tuple[object, ...]], rest[0])]
+    if kind == "object":
+        items: dict[str, object] = {}
+        for key, value in cast(list[tuple[tuple[object, ...], ...]], rest[0]):
+            assert isinstance(key[1], int)
+            if key[0] not in ("key", "string"):
+                raise _literal_error(expr, "object keys must be names or quoted strings", key[1])
+            name = str(key[2]) if key[0] == "key" else _constant(expr, key)
+            assert isinstance(name, str)
+            if name in items:
+                raise _literal_error(expr, f"duplicate object key {name!r}", key[1])
+            items[name] = _constant(expr, value)
+        return items
+    if kind == "unary" and rest[0] == "-":
+        operand = _constant(expr, cast(tuple[object, ...], rest[1]))
+        from decimal import Decimal
+
+        if isinstance(operand, bool) or not isinstance(operand, int | float | Decimal):
+            raise _literal_error(expr, "'-' applies to numbers only", at)
+        return -operand
+    if kind in ("binary", "cond", "index", "attr"):  # what comes before the operator first
+        _constant(expr, cast(tuple[object, ...], rest[1] if kind == "binary" else rest[0]))
+    op = {"cond": "?", "index": "[", "attr": "."}.get(str(kind), rest[0])
+    raise _literal_error(expr, f"unexpected character {op!r}", at)
+
+
+def _literal_string(expr: str, body: str, start: int) -> str:
+    """A quoted string's text; ``$${`` and ``%%{`` stand for ``${`` and ``%{``."""
+    from nomad_device.hclexpr import EscapeError, read_escape
+
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\":
+            try:
+                char, i = read_escape(body, i)
+            except EscapeError as exc:
+                raise _literal_error(expr, str(exc), start + i) from None
+            out.append(char)
+            continue
+        if ch in "$%" and body[i + 1 : i + 2] == "{":
+            raise _literal_error(
+                expr, "template interpolation and directives are not allowed", start + i
+            )
+        if ch in "$%" and body[i + 1 : i + 3] == ch + "{":
+            out.append(ch + "{")
+            i += 3
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 # ----------------------------------------------------------------------- decode

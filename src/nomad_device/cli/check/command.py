@@ -23,9 +23,14 @@ def run_check(app: App) -> int:
     # A cluster's nodes and allocations are hundreds of thousands of objects, none of
     # them in a reference cycle: the cyclic collector would walk them all again and again
     # while they are built (a third of the reading time at 10,000 nodes).
+    from nomad_device.cli.commands import Failure
+
     gc.disable()
     try:
         return _check(app)
+    except Failure as exc:
+        exc.code = max(exc.code, 2)  # an error, never a verdict: 1 means "does not place"
+        raise
     finally:
         gc.enable()
 

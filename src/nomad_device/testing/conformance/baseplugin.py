@@ -111,7 +111,7 @@ def config_schema(suite: Suite, client: DevicePluginClient, timeout: float) -> A
 
 def schema_safe(suite: Suite, spec: Any) -> None:
     """Look for configs that make the agent panic, and show one for each way found."""
-    from nomad_device.wire import agentfile, schemasafety
+    from nomad_device.agentconfig import agentfile, schemasafety
 
     names = agentfile.block_names(suite.command)
     label = suite.config_block.name if suite.config_block and suite.config_block.name else None
@@ -138,7 +138,7 @@ def schema_safe(suite: Suite, spec: Any) -> None:
 
 
 def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: float) -> bytes | None:
-    from nomad_device.testing import defaults
+    from nomad_device.agentconfig import setconfig
 
     label = "the defaults-only config"
     data: bytes | None
@@ -153,11 +153,11 @@ def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: flo
     elif suite.options.config_json is not None:
         label = "the given JSON config"
         try:
-            data = defaults.config_from_json(spec, suite.options.config_json)
-        except defaults.AgentCrash as exc:
+            data = setconfig.config_from_json(spec, suite.options.config_json)
+        except setconfig.AgentCrash as exc:
             suite.put("set-config", Status.FAIL, f"the given JSON config: {exc}")
             return None
-        except (defaults.ConfigBodyError, ValueError) as exc:
+        except (setconfig.ConfigBodyError, ValueError) as exc:
             suite.put(
                 "set-config",
                 Status.FAIL,
@@ -171,8 +171,8 @@ def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: flo
             return None
     else:
         try:
-            data = defaults.defaults_only_config(spec)
-        except defaults.ConfigRequired as exc:
+            data = setconfig.defaults_only_config(spec)
+        except setconfig.ConfigRequired as exc:
             suite.put(
                 "set-config",
                 Status.SKIP,
@@ -181,7 +181,7 @@ def set_config(suite: Suite, client: DevicePluginClient, spec: Any, timeout: flo
                 [f"required: {p}" for p in exc.problems],
             )
             return None
-        except (defaults.ConfigBodyError, ValueError) as exc:
+        except (setconfig.ConfigBodyError, ValueError) as exc:
             suite.put("set-config", Status.FAIL, f"the schema's defaults do not encode: {exc}")
             return None
     evidence = [f"msgpack: {data.hex()[:120]}{'...' if len(data) > 60 else ''}"]
@@ -218,12 +218,12 @@ def _block_label(suite: Suite) -> str:
 
 def _encode_block(suite: Suite, spec: Any, label: str) -> bytes | None:
     """The bytes a Nomad agent sends for the agent file's block (None when it would not)."""
-    from nomad_device.wire import agentconfig
+    from nomad_device.agentconfig import setconfig
 
     block = suite.config_block
     assert block is not None
     origin = block.origin or "config"
-    result = agentconfig.from_body(block.config, spec, origin)
+    result = setconfig.from_body(block.config, spec, origin)
     if result.outcome == "panic":
         suite.put("set-config", Status.FAIL, f"{label}: {result.explanation}")
         return None

@@ -146,11 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         config_file=args.config_file,
         plugin_name=args.plugin_name,
     )
-    from nomad_device.wire.agentfile import ConfigFileError, MissingExtraError
+    from nomad_device.agentconfig.agentfile import ConfigFileError
 
     try:
         report = run_conformance(command, options)
-    except (ConfigFileError, MissingExtraError) as exc:
+    except ConfigFileError as exc:
         parser.error(str(exc))
     strict = args.strict
     text = (

@@ -57,7 +57,7 @@ from nomad_device.testing.conformance.streams import StreamWatch
 from nomad_device.testing.conformance.suite import Suite, SuiteOptions
 
 if TYPE_CHECKING:
-    from nomad_device.wire.agentfile import PluginBlock
+    from nomad_device.agentconfig.agentfile import PluginBlock
 
 __all__ = ["SuiteOptions", "run_conformance"]
 
@@ -107,15 +107,14 @@ def _agent_config(
     """Read ``config_file`` before anything starts: the plugin's block, and the command
     with the block's ``args`` when the command gives none (as the launcher does).
 
-    Raises :class:`~nomad_device.wire.agentfile.ConfigFileError` (a ValueError) for a
-    file that cannot be read or has no block for the plugin, and
-    :class:`~nomad_device.wire.agentfile.MissingExtraError` without python-hcl2.
+    Raises :class:`~nomad_device.agentconfig.agentfile.ConfigFileError` (a ValueError) for a
+    file that cannot be read or has no block for the plugin.
     """
     if options.config_file is None or options.config is not None:
         return command, None
     if options.config_json is not None:  # the more specific option wins, as for config
         return command, None
-    from nomad_device.wire import agentfile
+    from nomad_device.agentconfig import agentfile
 
     agent = agentfile.parse_agent_paths(options.config_file)
     block = agent.select(command, options.plugin_name)

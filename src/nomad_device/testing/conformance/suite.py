@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from nomad_device.testing.conformance.checks import CheckResult, Status, check
 
 if TYPE_CHECKING:
+    from nomad_device.agentconfig.agentfile import PluginBlock
     from nomad_device.testing.conformance.launch import Launch
-    from nomad_device.wire.agentfile import PluginBlock
 
 __all__ = ["Suite", "SuiteOptions", "excerpt", "seconds"]
 

@@ -2,28 +2,46 @@
 
 The agent's path, each step in its own module:
 
-1. read the agent file with HCL 1 into Go values (:mod:`~nomad_device.wire.agentfile`,
-   on :mod:`~nomad_device.wire.hcl1`), keep the last ``plugin`` block with the
+1. read the agent file with HCL 1 into Go values (:mod:`~nomad_device.agentconfig.agentfile`,
+   on :mod:`~nomad_device.agentconfig.hcl1`), keep the last ``plugin`` block with the
    plugin's label;
 2. write its ``config`` map as JSON and read that as an HCL 2 JSON body;
 3. decode the body with hcldec and the spec built from the plugin's
-   ``ConfigSchema`` (:mod:`~nomad_device.wire.hcldec`);
+   ``ConfigSchema`` (:mod:`~nomad_device.agentconfig.hcldec`);
 4. encode the value as cty msgpack with its own type.
 
 :func:`from_agent_text` and :func:`from_body` run the path and say how it ends
 -- accepted (with the bytes), refused (with the agent's messages) or with the
 agent crashing (with what to write instead) -- so that the launcher, the
-conformance suite and test helpers all give the agent's answer.
+conformance suite and test helpers all give the agent's answer. For plugin
+authors' tests, :mod:`nomad_device.testing` offers the same as bytes or
+exceptions (:func:`defaults_only_config`: what Nomad sends when the operator
+wrote no ``config`` block; :func:`config_from_json`; :func:`config_from_agent_file`).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from nomad_device.wire import cty, hcldec, hclspec
+from nomad_device.agentconfig import hcldec
+from nomad_device.wire import cty, hclspec
 
-__all__ = ["AgentConfig", "explain_panic", "from_agent_text", "from_body"]
+__all__ = [
+    "AgentConfig",
+    "AgentCrash",
+    "ConfigBodyError",
+    "ConfigRequired",
+    "config_from_agent_file",
+    "config_from_json",
+    "defaults_only_config",
+    "explain_panic",
+    "from_agent_text",
+    "from_body",
+    "required_settings",
+]
 
 Outcome = Literal["accept", "refuse", "panic"]
 
@@ -36,8 +54,9 @@ class AgentConfig:
 
     ``stage`` says where: ``file`` (HCL 1 refused or crashed on the agent
     file), ``keys`` (keys the agent calls unexpected), ``schema`` (the plugin's
-    spec cannot be built), ``decode`` (hcldec) or ``msgpack``. ``messages`` are
-    the agent's own words; ``explanation`` is for an operator.
+    spec cannot be built), ``decode`` (hcldec) or ``msgpack``; ``limit`` when the
+    file is past this reader's own limits, which says nothing of the agent.
+    ``messages`` are the agent's own words; ``explanation`` is for an operator.
     """
 
     outcome: Outcome
@@ -57,11 +76,13 @@ def from_agent_text(
     text: str, spec: hclspec.Spec, plugin: str, origin: str = "agent.hcl"
 ) -> AgentConfig:
     """The config the agent builds for the plugin labelled ``plugin`` in ``text``."""
-    from nomad_device.wire import agentfile
+    from nomad_device.agentconfig import agentfile
 
     try:
         parsed = agentfile.parse_agent_text(text, origin)
     except agentfile.ConfigFileError as exc:
+        if not exc.agent:
+            return AgentConfig("refuse", "limit", (str(exc),), str(exc))
         stage = "keys" if exc.agent.startswith("unexpected keys") else "file"
         return AgentConfig("panic" if exc.crash else "refuse", stage, (exc.agent,), str(exc))
     body = None
@@ -114,6 +135,129 @@ def from_body(
             "refuse", "msgpack", (str(exc),), f"cannot encode config: {exc}", decoded
         )
     return AgentConfig("accept", "", (), "", decoded, data)
+
+
+# ------------------------------------------------- the same, as bytes or exceptions
+
+
+class ConfigBodyError(ValueError):
+    """The config body does not fit the schema (unknown key, wrong shape)."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = tuple(problems)
+
+
+class ConfigRequired(ConfigBodyError):
+    """The schema requires settings that have no default and were not given.
+
+    ``settings`` names them (``device_dir``, ``limits.max_devices``), for
+    messages that say what to write rather than quote HCL.
+    """
+
+    def __init__(self, problems: Sequence[str], settings: Sequence[str] = ()) -> None:
+        super().__init__(problems)
+        self.settings = tuple(settings)
+
+
+class AgentCrash(ConfigBodyError):
+    """A Nomad agent given this config would panic.
+
+    :mod:`nomad_device.agentconfig.schemasafety` finds the schemas that allow it.
+    """
+
+
+def config_from_agent_file(spec: hclspec.Spec, text: str, plugin: str) -> bytes:
+    """The SetConfig bytes for the plugin labelled ``plugin`` in an agent file's text.
+
+    Raises :class:`AgentCrash` where the agent would crash and
+    :class:`ConfigBodyError` where it would refuse (with its messages).
+    """
+    result = from_agent_text(text, spec, plugin)
+    if result.outcome == "panic":
+        raise AgentCrash([result.explanation])
+    if not result.ok:
+        raise ConfigBodyError(list(result.messages))
+    return result.data
+
+
+def defaults_only_config(spec: hclspec.Spec) -> bytes:
+    """What Nomad sends to ``SetConfig`` when the operator wrote no config block.
+
+    Raises :class:`ConfigRequired` when a required attribute or block has no
+    default: such a plugin cannot start without operator config.
+    """
+    return config_from_json(spec, {})
+
+
+def config_from_json(spec: hclspec.Spec, body: Mapping[str, object] | str) -> bytes:
+    """Encode a config body (a mapping, or JSON text of one) as Nomad would.
+
+    The body is what the agent holds after reading its HCL: blocks as objects or
+    lists of objects. Raises :class:`ConfigRequired` for missing required
+    settings and :class:`ConfigBodyError` for anything else the agent would
+    reject; a schema Nomad could not build a decoder from raises
+    :class:`~nomad_device.agentconfig.hcldec.SchemaError` (a ValueError).
+    """
+    if isinstance(body, str):
+        try:
+            body = hcldec.loads(body)  # type: ignore[assignment]
+        except ValueError as exc:
+            raise ConfigBodyError([f"config is not valid JSON: {exc}"]) from None
+        if not isinstance(body, dict):
+            raise ConfigBodyError(["config JSON must be an object of settings"])
+    try:
+        document = hcldec.from_python(body)
+    except (TypeError, ValueError) as exc:
+        raise ConfigBodyError([str(exc)]) from None
+    result = from_body(document, spec)
+    if result.outcome == "panic":
+        raise AgentCrash([result.explanation])
+    if result.stage == "schema":
+        raise hcldec.SchemaError(result.messages[0])
+    diagnostics = result.decoded.diagnostics if result.decoded is not None else []
+    if diagnostics:
+        problems = [_problem(d) for d in diagnostics]
+        if all(_is_missing(d) for d in diagnostics):
+            raise ConfigRequired(problems, [_required(d) for d in diagnostics])
+        raise ConfigBodyError(problems)
+    if not result.ok:  # msgpack
+        raise ConfigBodyError(list(result.messages))
+    return result.data
+
+
+def required_settings(spec: hclspec.Spec) -> list[str]:
+    """The settings an empty config body lacks (empty when defaults suffice)."""
+    try:
+        defaults_only_config(spec)
+    except ConfigRequired as exc:
+        return list(exc.problems)
+    except ConfigBodyError:
+        pass
+    return []
+
+
+def _problem(diag: hcldec.Diagnostic) -> str:
+    where = cty.format_path(diag.path)
+    return f"{where}: {diag.text()}" if where else diag.text()
+
+
+def _required(diag: hcldec.Diagnostic) -> str:
+    """The key a "missing" diagnostic asks for, with the path of the body it is missing from."""
+    quoted = re.search(r'"([^"\\]+)"', diag.detail)
+    name = quoted.group(1) if quoted else diag.summary
+    where = cty.format_path(diag.path)
+    return f"{where}.{name}" if where else name
+
+
+def _is_missing(diag: hcldec.Diagnostic) -> bool:
+    """Whether hcldec reports something required that the body does not give."""
+    summary = diag.summary
+    return (
+        summary == "Missing required argument"
+        or (summary.startswith("Missing ") and summary.endswith(" block"))
+        or (summary.startswith("Insufficient ") and summary.endswith(" blocks"))
+    )
 
 
 # ----------------------------------------------------------- explaining crashes

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from nomad_device.placement.gostrconv import parse_int
+from nomad_device.golang.strconv import parse_int
 
 __all__ = ["Version", "VersionConstraint", "parse_constraint", "parse_version"]
 

@@ -16,7 +16,7 @@ when a schema lets them:
 
 :func:`hazards` finds these in a schema as a plugin sends it, and builds for
 each an agent file that makes the agent panic; each is checked against the
-decoder (:mod:`~nomad_device.wire.agentconfig`) before it is reported. Lists
+decoder (:mod:`~nomad_device.agentconfig.setconfig`) before it is reported. Lists
 of blocks are safe: hcldec unifies their element types first.
 """
 
@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from nomad_device.wire import agentconfig, cty, hcldec, hclspec
+from nomad_device.agentconfig import hcldec, setconfig
+from nomad_device.wire import cty, hclspec
 
 __all__ = ["ALWAYS", "SOMETIMES", "Hazard", "hazards"]
 
@@ -245,7 +246,7 @@ def hazards(spec: hclspec.Spec, label: str = "plugin") -> list[Hazard]:
     out = []
     for where, problem, when, entries in finder.found:
         text = _file(label, entries)
-        result = agentconfig.from_agent_text(text, spec, label, "crash.hcl")
+        result = setconfig.from_agent_text(text, spec, label, "crash.hcl")
         if result.outcome != "panic":
             continue
         out.append(

@@ -1,9 +1,16 @@
-"""Byte-exact Python ports of Go standard-library formatting seen by Nomad operators.
+"""Byte-exact Python ports of the Go behaviours Nomad's operators and files meet.
 
 Nomad's own device plugins are written in Go, so operators see durations, quoted
 strings, file modes, timestamps and paths rendered by Go's standard library. A Python
 plugin that wants its fingerprints, stats and error messages to look identical has to
 reproduce those renderings exactly, including Go's odd corners; these functions do.
+
+The SDK's other ports of Go live beside them, imported on use:
+:mod:`~nomad_device.golang.strconv` (``ParseInt``, ``ParseFloat``, ``ParseBool`` and
+their errors), :mod:`~nomad_device.golang.version` (hashicorp/go-version) and
+:mod:`~nomad_device.golang.proxy` (``net/http``'s ``ProxyFromEnvironment``). One
+cross-check holds them all to Go (``interop/cmd/gostd``,
+``tests/golang/test_go_crosscheck.py``).
 
 Go strings are byte strings while Python's are code points. Everywhere below a Python
 ``str`` is turned into the bytes Go would see as follows: ordinary code points become
@@ -28,7 +35,7 @@ __all__ = [
     "format_duration",
     "getwd",
     "go_file_mode",
-    "parse_bool",
+    "json_string",
     "parse_duration",
     "parse_duration_timedelta",
     "perm_string",
@@ -111,19 +118,6 @@ def _time_quote(raw: bytes) -> str:
 
 def _is_digit(b: int) -> bool:
     return 0x30 <= b <= 0x39
-
-
-_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-
-
-def parse_bool(text: str) -> bool | None:
-    """``strconv.ParseBool``; None where Go returns an error."""
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    return None
 
 
 def parse_duration(s: str) -> int:
@@ -417,6 +411,35 @@ def quote(s: str) -> str:
             parts.append(f"\\U{cp:08x}")
     parts.append('"')
     return "".join(parts)
+
+
+_JSON_SHORT = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def json_string(s: str) -> str:
+    """Quote ``s`` as Go's ``encoding/json`` does.
+
+    HTML-safe (``<``, ``>``, ``&``, U+2028 and U+2029 as ``\\u`` escapes), short
+    escapes for ``\\b\\f\\n\\r\\t``, each byte that is not UTF-8 as ``\\ufffd``.
+    """
+    out = ['"']
+    runes = ((ord(c), 0) for c in s) if s.isascii() else _decode_runes(_go_bytes(s))
+    for code, _ in runes:
+        ch = chr(code) if code >= 0 else ""
+        if code < 0:
+            out.append("\\ufffd")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif code < 0x20:
+            out.append(_JSON_SHORT.get(ch, f"\\u{code:04x}"))
+        elif ch in "<>&" or code in (0x2028, 0x2029):
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
 
 
 # --------------------------------------------------------------------------- file modes

@@ -12,9 +12,10 @@ from __future__ import annotations
 import msgpack
 import pytest
 
+from nomad_device.agentconfig import schemasafety, setconfig
 from nomad_device.config import config_spec, decode_config
 from nomad_device.plugins.generic.config import DeviceBlock, GenericConfig
-from nomad_device.wire import agentconfig, hclspec, schemasafety
+from nomad_device.wire import hclspec
 from nomad_device.wire.hclspec import (
     Attr,
     BlockAttrs,
@@ -51,7 +52,7 @@ SERIAL = 'device "serial" {\n      usb {\n        vendor_id = "1a86"\n      }\n 
 KVM = 'device "kvm" {\n      paths = ["/dev/kvm"]\n      share = 4\n    }'
 
 
-def value(result: agentconfig.AgentConfig) -> object:
+def value(result: setconfig.AgentConfig) -> object:
     assert result.ok, result.explanation
     return msgpack.unpackb(result.data, raw=False)
 
@@ -61,7 +62,7 @@ def value(result: agentconfig.AgentConfig) -> object:
 
 @pytest.mark.parametrize("order", [(SERIAL, KVM), (KVM, SERIAL)], ids=["serial first", "kvm first"])
 def test_the_issue_17_config_decodes_in_either_order(order: tuple[str, str]) -> None:
-    result = agentconfig.from_agent_text(agent(*order), GENERIC, LABEL)
+    result = setconfig.from_agent_text(agent(*order), GENERIC, LABEL)
     devices = value(result)["device"]  # type: ignore[index]
     assert devices["kvm"]["paths"] == ["/dev/kvm"]
     assert devices["serial"]["paths"] is None  # a typed null: the plugin reads "no paths"
@@ -82,7 +83,7 @@ def test_the_issue_17_config_decodes_in_either_order(order: tuple[str, str]) -> 
     ids=["serial, kvm", "kvm, serial", "an empty block", "explicit [] beside unset", "three"],
 )
 def test_the_old_schema_crashes_the_agent_and_says_what_to_write(devices: tuple[str, ...]) -> None:
-    result = agentconfig.from_agent_text(agent(*devices), OLD_GENERIC, LABEL)
+    result = setconfig.from_agent_text(agent(*devices), OLD_GENERIC, LABEL)
     assert result.outcome == "panic"
     assert result.messages[0].startswith("inconsistent map element types (cty.Object(")
     text = result.explanation
@@ -92,7 +93,7 @@ def test_the_old_schema_crashes_the_agent_and_says_what_to_write(devices: tuple[
 
 def test_the_workaround_from_the_issue_starts_an_agent_with_the_old_schema() -> None:
     serial = SERIAL.replace('device "serial" {', 'device "serial" {\n      paths = []')
-    assert agentconfig.from_agent_text(agent(serial, KVM), OLD_GENERIC, LABEL).ok
+    assert setconfig.from_agent_text(agent(serial, KVM), OLD_GENERIC, LABEL).ok
 
 
 @pytest.mark.parametrize(
@@ -109,14 +110,14 @@ def test_the_workaround_from_the_issue_starts_an_agent_with_the_old_schema() -> 
 )
 def test_settings_in_one_block_only_keep_working(extra: str) -> None:
     one = 'device "one" {\n paths = ["/dev/null"]\n ' + extra + "\n }"
-    result = agentconfig.from_agent_text(agent(one, 'device "two" {}', KVM), GENERIC, LABEL)
+    result = setconfig.from_agent_text(agent(one, 'device "two" {}', KVM), GENERIC, LABEL)
     assert result.ok, result.explanation
     assert set(value(result)["device"]) == {"one", "two", "kvm"}  # type: ignore[index]
 
 
 def test_any_inside_a_block_map_crashes_on_every_config() -> None:
     spec = Object({"m": BlockMap("m", ["n"], Object({"x": Attr("x", "any")}))})
-    result = agentconfig.from_agent_text(agent(label="p"), spec, "p")
+    result = setconfig.from_agent_text(agent(label="p"), spec, "p")
     assert result.outcome == "panic"
     assert result.messages == (
         "cty.DynamicPseudoType attributes may not be used inside a BlockMapSpec",
@@ -126,17 +127,17 @@ def test_any_inside_a_block_map_crashes_on_every_config() -> None:
 
 def test_mixed_values_under_an_any_block_attrs_crash() -> None:
     spec = Object({"env": BlockAttrs("env", "any")})
-    result = agentconfig.from_agent_text(agent('env {\n a = "x"\n b = 1\n }', label="p"), spec, "p")
+    result = setconfig.from_agent_text(agent('env {\n a = "x"\n b = 1\n }', label="p"), spec, "p")
     assert result.outcome == "panic"
     assert result.messages[0] == "inconsistent map element types (cty.String then cty.Number)"
     # One type is fine.
-    assert agentconfig.from_agent_text(agent('env {\n a = "x"\n }', label="p"), spec, "p").ok
+    assert setconfig.from_agent_text(agent('env {\n a = "x"\n }', label="p"), spec, "p").ok
 
 
 def test_tuple_defaults_in_a_block_list_are_unified_not_crashed() -> None:
     spec = Object({"q": BlockList("q", OLD_DEVICE)})
     text = agent('q {\n paths = ["a"]\n }', "q {}", label="p")
-    assert value(agentconfig.from_agent_text(text, spec, "p")) == {
+    assert value(setconfig.from_agent_text(text, spec, "p")) == {
         "q": [
             {"paths": ["a"], "share": 1, "usb": []},
             {"paths": [], "share": 1, "usb": []},
@@ -152,15 +153,15 @@ def test_json_agent_file_list_of_objects_form() -> None:
         '{"plugin": [{"nomad-device-generic": [{"config": [{"device": [{"kvm": '
         '[{"paths": ["/dev/kvm"], "share": 4}]}]}]}]}]}'
     )
-    result = agentconfig.from_agent_text(text, GENERIC, LABEL, "agent.json")
+    result = setconfig.from_agent_text(text, GENERIC, LABEL, "agent.json")
     assert value(result)["device"]["kvm"]["share"] == 4  # type: ignore[index]
-    same = agentconfig.from_agent_text(agent(KVM), GENERIC, LABEL)
+    same = setconfig.from_agent_text(agent(KVM), GENERIC, LABEL)
     assert result.data == same.data
 
 
 def test_json_agent_file_flat_config_in_the_nested_object_form() -> None:
     text = '{"plugin": {"nomad-device-generic": {"config": {"fingerprint_period": "5s"}}}}'
-    result = agentconfig.from_agent_text(text, GENERIC, LABEL, "agent.json")
+    result = setconfig.from_agent_text(text, GENERIC, LABEL, "agent.json")
     assert value(result)["fingerprint_period"] == "5s"  # type: ignore[index]
 
 
@@ -169,7 +170,7 @@ def test_json_agent_file_nested_blocks_in_the_object_form_are_refused() -> None:
         '{"plugin": {"nomad-device-generic": {"config": {"device": '
         '{"kvm": {"paths": ["/dev/kvm"], "share": 4}}}}}}'
     )
-    result = agentconfig.from_agent_text(text, GENERIC, LABEL, "agent.json")
+    result = setconfig.from_agent_text(text, GENERIC, LABEL, "agent.json")
     assert (result.outcome, result.stage, result.messages) == (
         "refuse",
         "keys",
@@ -186,11 +187,11 @@ def test_two_plugin_blocks_with_one_label_the_last_wins_whole() -> None:
         "  config {", '  args = ["-v"]\n  config {\n    fingerprint_period = "1s"'
     )
     second = agent('device "null" {\n paths = ["/dev/null"]\n }')
-    result = agentconfig.from_agent_text(first + second, GENERIC, LABEL)
+    result = setconfig.from_agent_text(first + second, GENERIC, LABEL)
     got = value(result)
     assert set(got["device"]) == {"null"}  # type: ignore[index]
     assert got["fingerprint_period"] == "30s"  # type: ignore[index]  # the default: not merged
-    assert result.data == agentconfig.from_agent_text(second, GENERIC, LABEL).data
+    assert result.data == setconfig.from_agent_text(second, GENERIC, LABEL).data
     assert any("uses only the last block, whole" in w for w in result.warnings)
 
 
@@ -199,7 +200,7 @@ def test_repeated_config_blocks_merge_key_by_key_the_later_winning() -> None:
         f'plugin "{LABEL}" {{\n  config {{\n    fingerprint_period = "1s"\n    {KVM}\n  }}\n'
         f'  config {{\n    fingerprint_period = "2s"\n    {SERIAL}\n  }}\n}}\n'
     )
-    got = value(agentconfig.from_agent_text(text, GENERIC, LABEL))
+    got = value(setconfig.from_agent_text(text, GENERIC, LABEL))
     assert got["fingerprint_period"] == "2s"  # type: ignore[index]
     assert set(got["device"]) == {"kvm", "serial"}  # type: ignore[index]
 
@@ -209,7 +210,7 @@ def test_repeated_config_blocks_merge_key_by_key_the_later_winning() -> None:
 
 def test_interpolation_gets_the_agents_message() -> None:
     text = agent('device "x" {\n paths = ["${attr.kernel.name}"]\n }')
-    result = agentconfig.from_agent_text(text, GENERIC, LABEL)
+    result = setconfig.from_agent_text(text, GENERIC, LABEL)
     assert (result.outcome, result.messages) == (
         "refuse",
         ("Variables not allowed: Variables may not be used here.",),
@@ -233,7 +234,7 @@ def test_hazards_come_with_an_agent_file_that_crashes() -> None:
     assert (hazard.where, hazard.when) == ("device.paths", schemasafety.SOMETIMES)
     assert "its default [] is an empty tuple" in hazard.problem
     assert hazard.config == agent('device "a" {\n      paths = ["x"]\n    }', 'device "b" {\n    }')
-    assert agentconfig.from_agent_text(hazard.config, OLD_GENERIC, LABEL).outcome == "panic"
+    assert setconfig.from_agent_text(hazard.config, OLD_GENERIC, LABEL).outcome == "panic"
 
 
 def test_nested_hazards_wrap_both_blocks() -> None:

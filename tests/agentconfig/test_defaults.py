@@ -12,6 +12,8 @@ from typing import Any
 import msgpack
 import pytest
 
+from nomad_device.agentconfig import hcldec
+from nomad_device.agentconfig.setconfig import required_settings
 from nomad_device.config import config_spec, decode_config, encode_config
 from nomad_device.testing import (
     TEST_SPEC,
@@ -20,8 +22,6 @@ from nomad_device.testing import (
     config_from_json,
     defaults_only_config,
 )
-from nomad_device.testing.defaults import required_settings
-from nomad_device.wire import hcldec
 from nomad_device.wire import hclspec as h
 
 

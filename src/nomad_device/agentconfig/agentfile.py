@@ -9,14 +9,14 @@ An agent file names a plugin and configures it::
       }
     }
 
-The agent parses the file with HCL 1 (:mod:`nomad_device.wire.hcl1`; native
+The agent parses the file with HCL 1 (:mod:`nomad_device.agentconfig.hcl1`; native
 syntax or JSON) and decodes it into Go values: each ``plugin`` block becomes a
 label, ``args`` and a ``config`` map, in which every object -- a nested block
 or an ``= { ... }`` value -- is a *list of maps*, repeated keys merge (lists and
 blocks add up, a later scalar replaces an earlier one, converted to the
 earlier one's Go type) and labelled blocks nest one list per label. That map,
 written as JSON, is what the plugin's schema is decoded against
-(:mod:`nomad_device.wire.hcldec`). This module reproduces that decoding,
+(:mod:`nomad_device.agentconfig.hcldec`). This module reproduces that decoding,
 keeping line numbers for messages, and what the agent does around it:
 
 - keys left over from plugin items (a JSON file's nested objects read as
@@ -35,51 +35,47 @@ file, and JSON text (``--config-json``) taken as the config body itself.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import Final, TypeAlias
 
+from nomad_device.agentconfig import hcl1
+from nomad_device.agentconfig.hcldec import (
+    JProp,
+    JValue,
+    Source,
+    from_python,
+    loads,
+    name_suggestion,
+)
 from nomad_device.golang import quote
-from nomad_device.wire import hcl1
-from nomad_device.wire.hcldec import JProp, JValue, Source, from_python, name_suggestion
-from nomad_device.wire.hcltemplate import EscapeError, unescape
-
-if TYPE_CHECKING:
-    from types import ModuleType
+from nomad_device.golang.strconv import float_error, int_error, parse_float, parse_int
 
 __all__ = [
-    "CLI_EXTRA_HINT",
     "AgentFile",
     "ConfigFileError",
-    "MissingExtraError",
     "PluginBlock",
     "agent_paths",
     "block_names",
-    "heredoc_text",
-    "load_hcl2",
     "load_json_config",
     "merge_agent_files",
     "parse_agent_file",
     "parse_agent_paths",
     "parse_agent_text",
     "plugin_file",
-    "unescape_string",
 ]
-
-CLI_EXTRA_HINT: Final = "pip install 'nomad-device-sdk[cli]'"
 
 
 class ConfigFileError(ValueError):
     """The config file cannot be read; the message names the file (and line).
 
     ``agent`` is what a Nomad agent says about the file, when it refuses it too
-    (empty for problems of the launcher's own, such as an ambiguous block);
+    (empty for problems of the launcher's own, such as an ambiguous block or a
+    file past the reader's limits);
     ``crash`` is set when the agent would not refuse the file but panic.
     """
 
@@ -87,26 +83,6 @@ class ConfigFileError(ValueError):
         super().__init__(message)
         self.agent = agent
         self.crash = crash
-
-
-class MissingExtraError(RuntimeError):
-    """python-hcl2 is not installed (or too old to be used)."""
-
-
-def load_hcl2() -> ModuleType:
-    """python-hcl2's API module (HCL 2, for job files), or :class:`MissingExtraError`."""
-    try:
-        import hcl2.api
-    except ImportError:
-        raise MissingExtraError(
-            "reading HCL 2 files needs python-hcl2, which comes with the launcher's "
-            f"extra: {CLI_EXTRA_HINT}"
-        ) from None
-    if not hasattr(hcl2.api, "parses_to_tree"):
-        raise MissingExtraError(
-            f"python-hcl2 is too old for the launcher (need 8 or newer): {CLI_EXTRA_HINT}"
-        )
-    return hcl2.api
 
 
 @dataclass
@@ -137,8 +113,9 @@ class AgentFile:
     warnings: list[str] = field(default_factory=list)
 
     def select(self, command: Sequence[str], wanted: str | None) -> PluginBlock:
-        """The block for a plugin: by ``wanted`` name, else by the plugin's file name
-        (see :func:`block_names`), else the only one there is."""
+        """The block for a plugin: by ``wanted`` name, else by the plugin's file name as
+        the agent picks it (see :func:`block_names`), never "the only block": the agent
+        skips a block named otherwise and starts the plugin without config."""
         if wanted is not None:
             for block in self.plugins:
                 if block.name == wanted:
@@ -147,25 +124,26 @@ class AgentFile:
             raise ConfigFileError(
                 f"{self.origin}: no plugin block named {wanted!r} (found: {known})"
             )
-        if self.plugins:
-            candidates = block_names(command)
-            for name in candidates:
-                for block in self.plugins:
-                    if block.name == name:
-                        return block
-            if len(self.plugins) == 1 and self.bare is None:
-                return self.plugins[0]
-            names = ", ".join(repr(b.name) for b in self.plugins)
-            looked = " or ".join(repr(n) for n in candidates) or "the plugin's file"
+        if not self.plugins:
+            if self.bare is not None:
+                return self.bare
             raise ConfigFileError(
-                f"{self.origin}: several plugin blocks ({names}) and none is named after "
-                f"{looked}; choose one with --plugin-name"
+                f'{self.origin}: found neither a plugin "<name>" {{ ... }} block nor a '
+                "config { ... } block"
             )
-        if self.bare is not None:
-            return self.bare
+        candidates = block_names(command)
+        for name in candidates:
+            for block in self.plugins:
+                if block.name == name:
+                    return block
+        labels = [str(b.name) for b in self.plugins]
+        near = next(filter(None, (name_suggestion(c, labels) for c in candidates)), "")
+        looked = " or ".join(candidates) or "the plugin's file"
+        hint = f"did you mean {quote(near)}?" if near else f"found {', '.join(map(quote, labels))}"
         raise ConfigFileError(
-            f'{self.origin}: found neither a plugin "<name>" {{ ... }} block nor a '
-            "config { ... } block"
+            f"{self.origin}: no block for {looked}; {hint} (a Nomad agent takes the plugin "
+            f"block labelled with the file's name in plugin_dir, and skips the others: "
+            "rename the block, or choose one with --plugin-name)"
         )
 
 
@@ -335,7 +313,7 @@ def parse_agent_text(text: str, origin: str = "<config>") -> AgentFile:
         root = hcl1.parse(text)
         return _Decoder(origin).agent_file(root)
     except hcl1.HCL1Error as exc:
-        from nomad_device.wire.hclsyntax import hint
+        from nomad_device.agentconfig.hclsyntax import hint
 
         extra = hint(str(exc), text)
         raise ConfigFileError(
@@ -355,6 +333,12 @@ def parse_agent_text(text: str, origin: str = "<config>") -> AgentFile:
             "check the escapes in its strings",
             agent=str(exc),
             crash=True,
+        ) from None
+    except hcl1.HCL1Limit as exc:
+        problem = str(exc).partition(": ")[2]
+        raise ConfigFileError(
+            f"{_at(origin, str(exc))}: {problem}: the launcher reads no deeper (what a Nomad "
+            "agent makes of it is not checked)"
         ) from None
 
 
@@ -378,16 +362,15 @@ def load_json_config(text: str, origin: str = "--config-json") -> JValue:
             raise ConfigFileError(f"{source}: cannot read: {exc.strerror or exc}") from None
         origin = source
     try:
-        data = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
+        data = loads(text)
     except ValueError as exc:
         raise ConfigFileError(f"{origin}: invalid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigFileError(f"{origin}: the config must be a JSON object")
-    return from_python(data)
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not a JSON number")
+    try:
+        return from_python(data)
+    except ValueError as exc:
+        raise ConfigFileError(f"{origin}: {exc}") from None
 
 
 # ------------------------------------------------------------ HCL 1's Go values
@@ -486,20 +469,21 @@ class _Decoder:
         out = AgentFile(self.origin)
         self.stack.append("struct")
         plugin_items = [i for i in root.items if i.keys and _fold(i.keys[0], "plugin")]
-        unused = [str(hcl1.token_value(k.token)) for i in plugin_items for k in i.keys]
+        keys = [str(hcl1.token_value(k.token)) for i in plugin_items for k in i.keys]
         plugins: list[_PluginValue] = []
         filtered = hcl1.filter_items(root.items, "plugin")
         if filtered:
-            _remove_fold(unused, "plugin")
+            first = next(i for i, k in enumerate(keys) if k.casefold() == "plugin")
+            del keys[first]
             for node in _field_nodes(filtered):
                 plugins += self.plugin_slice("root.plugin", node)
-        unused.sort()
+        unused = _Unused(keys)
         for p in plugins:
-            _remove_fold(unused, p.name)
-            _remove_fold(unused, "config")
-            _remove_fold(unused, "plugin")
+            unused.remove(p.name)
+            unused.remove("config")
+            unused.remove("plugin")
         unused = _agent_drops(unused)
-        if unused:
+        if unused.left():
             hint = ""
             if any(k.token.json for i in plugin_items for k in i.keys):
                 hint = (
@@ -509,8 +493,8 @@ class _Decoder:
                 )
             raise ConfigFileError(
                 f"{self.origin}: the agent refuses to start: unexpected keys "
-                f"{', '.join(unused)}{hint}",
-                agent=f"unexpected keys {', '.join(unused)}",
+                f"{', '.join(unused.left())}{hint}",
+                agent=f"unexpected keys {', '.join(unused.left())}",
             )
         by_name: dict[str, PluginBlock] = {}
         for p in plugins:
@@ -787,30 +771,49 @@ def _fold(key: hcl1.ObjectKey, word: str) -> bool:
     return value == word or value.casefold() == word.casefold()
 
 
-def _remove_fold(keys: list[str], word: str) -> None:
-    for i, key in enumerate(keys):
-        if key == word or key.casefold() == word.casefold():
-            del keys[i]
-            return
+class _Unused:
+    """The keys HCL 1's decoder leaves unused: a sorted list from which each removal
+    takes the first key equal under Unicode case folding, as Go's ``EqualFold`` does,
+    in constant time (a file may have tens of thousands of ``plugin`` blocks)."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self.groups: dict[str, list[str]] = {}
+        for key in sorted(keys):
+            self.groups.setdefault(key.casefold(), []).append(key)
+        self.taken: dict[str, int] = {}
+
+    def remove(self, word: str, times: int = 1) -> None:
+        fold = word.casefold()
+        if fold in self.groups:
+            self.taken[fold] = min(len(self.groups[fold]), self.taken.get(fold, 0) + times)
+
+    def discard(self, fold: str, exact: tuple[str, ...] = ()) -> None:
+        """Every key that folds to ``fold`` (``exact``: only those spelled so)."""
+        group = self.groups.get(fold, [])
+        left = group[self.taken.get(fold, 0) :]
+        self.groups[fold] = [k for k in left if exact and k not in exact]
+        self.taken[fold] = 0
+
+    def left(self) -> list[str]:
+        return sorted(k for f, group in self.groups.items() for k in group[self.taken.get(f, 0) :])
 
 
-def _agent_drops(keys: list[str]) -> list[str]:
+def _agent_drops(keys: _Unused) -> _Unused:
     """Leave out the keys the agent drops from its unused-key list whatever the file holds."""
-    out = list(keys)
-    for _ in range(6):
-        _remove_fold(out, "client")
+    keys.remove("client", 6)
     for word in ("options", "meta", "chroot_env", "servers", "server_join", "template"):
-        _remove_fold(out, word)
-    for _ in range(4):
-        _remove_fold(out, "server")
+        keys.remove(word)
+    keys.remove("server", 4)
     for word in ("enabled_schedulers", "start_join", "retry_join", "server_join"):
-        _remove_fold(out, word)
+        keys.remove(word)
     for word in ("datadog_tags", "telemetry"):
-        _remove_fold(out, word)
-    out = [k for k in out if k.casefold() != "keyring" and k not in ("license", "vault", "consul")]
+        keys.remove(word)
+    keys.discard("keyring")
+    for word in ("license", "vault", "consul"):
+        keys.discard(word, exact=(word,))
     for word in ("service_identity", "task_identity", "default_identity"):
-        _remove_fold(out, word)
-    return out
+        keys.remove(word)
+    return keys
 
 
 def _field_nodes(filtered: list[hcl1.ObjectItem]) -> list[hcl1.Node]:
@@ -836,73 +839,19 @@ def _expand_object(node: hcl1.Node) -> hcl1.Node:
     return hcl1.ObjectItem(node.keys[:1], hcl1.ObjectType(hcl1.ObjectList([inner])))
 
 
-# ---------------------------------------------------------- Go's number parsing
-
-_INT64_MIN: Final = -(1 << 63)
-_INT64_MAX: Final = (1 << 63) - 1
-
-
 def _parse_int(text: str) -> int:
-    """``strconv.ParseInt(text, 0, 64)``, with Go's error text."""
-    s = text
-    sign = 1
-    if s[:1] in ("+", "-"):
-        sign = -1 if s[0] == "-" else 1
-        s = s[1:]
-    base, digits = 10, s
-    if len(s) >= 2 and s[0] == "0" and s[1] in "xXoObB":
-        base = {"x": 16, "o": 8, "b": 2}[s[1].lower()]
-        digits = s[2:]
-    elif len(s) >= 1 and s[0] == "0":
-        base, digits = 8, s[1:] or "0"
-    allowed = "0123456789abcdef"[:base]
-    clean = digits.replace("_", "")
-    if (
-        not s
-        or not clean
-        or any(c.lower() not in allowed for c in clean)
-        or ("_" in digits and not _underscores_ok(s))
-    ):
-        raise _DecodeError(f"strconv.ParseInt: parsing {quote(text)}: invalid syntax")
-    value = sign * int(clean, base)
-    if not _INT64_MIN <= value <= _INT64_MAX:
-        raise _DecodeError(f"strconv.ParseInt: parsing {quote(text)}: value out of range")
+    """``strconv.ParseInt(text, 0, 64)``, as HCL 1 reads an int, with Go's error text."""
+    value = parse_int(text, 0)
+    if value is None:
+        raise _DecodeError(int_error(text, 0))
     return value
 
 
-def _underscores_ok(s: str) -> bool:
-    """Go's rule with base 0: underscores only between digits, and only after a prefix."""
-    saw = "^"
-    i = 0
-    if len(s) >= 2 and s[0] == "0" and s[1].lower() in "box":
-        i, saw = 2, "0"
-    elif not (len(s) >= 1 and s[0] == "0"):
-        return False
-    hexa = s[1:2].lower() == "x"
-    for c in s[i:]:
-        if "0" <= c <= "9" or (hexa and c.lower() in "abcdef"):
-            saw = "0"
-        elif c == "_":
-            if saw != "0":
-                return False
-            saw = "_"
-        else:
-            if saw == "_":
-                return False
-            saw = "!"
-    return saw != "_"
-
-
 def _parse_float(text: str) -> float:
-    """``strconv.ParseFloat(text, 64)`` for the number tokens HCL 1 produces."""
-    try:
-        if "x" in text.lower() or "_" in text or "n" in text.lower():
-            raise ValueError
-        value = float(text)
-    except ValueError:
-        raise _DecodeError(f"strconv.ParseFloat: parsing {quote(text)}: invalid syntax") from None
-    if math.isinf(value):
-        raise _DecodeError(f"strconv.ParseFloat: parsing {quote(text)}: value out of range")
+    """``strconv.ParseFloat(text, 64)``, as HCL 1 reads a float, with Go's error text."""
+    value = parse_float(text)
+    if value is None:
+        raise _DecodeError(float_error(text))
     return value
 
 
@@ -937,42 +886,3 @@ def _to_json(value: GoValue, line: int | None = None) -> JValue:
         return JValue("number", value.value, where)
     # float64: written in its shortest form, which is what HCL 2 reads back.
     return JValue("number", Decimal(repr(value.value)), where)
-
-
-# ------------------------------------------------- HCL 2 text (job files)
-
-
-def _tree_line(node: Any) -> int | None:
-    line = getattr(node, "line", None)
-    if isinstance(line, int):
-        return line
-    meta = getattr(node, "meta", None)
-    line = getattr(meta, "line", None) if meta is not None else None
-    return line if isinstance(line, int) else None
-
-
-def unescape_string(node: Any, text: str, origin: str) -> str:
-    """One literal part of a quoted HCL 2 string (python-hcl2's tree), escapes resolved."""
-    try:
-        return unescape(text)
-    except EscapeError as exc:
-        line = _tree_line(node)
-        raise ConfigFileError(f"{origin}:{line if line is not None else '?'}: {exc}") from None
-
-
-def heredoc_text(node: Any, trim: bool, origin: str) -> str:
-    """An HCL 2 heredoc's text (``<<-`` trimmed when ``trim``), from python-hcl2's tree."""
-    raw = str(node.children[0])
-    first, _, rest = raw.partition("\n")
-    marker = first.lstrip("<-").strip()
-    lines = rest.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if lines and lines[-1].strip() == marker:
-        lines.pop()
-    lines = [ln.rstrip("\r") for ln in lines]
-    if trim:
-        indents = [len(ln) - len(ln.lstrip(" \t")) for ln in lines if ln.strip()]
-        cut = min(indents, default=0)
-        lines = [ln[cut:] for ln in lines]
-    return "".join(ln + "\n" for ln in lines)

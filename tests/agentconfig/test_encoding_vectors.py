@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import pytest
 
-from nomad_device.cli import hclconfig
-from nomad_device.wire.hcldec import compile_spec, decode, encode
+from nomad_device.agentconfig import agentfile
+from nomad_device.agentconfig.hcldec import compile_spec, decode, encode
 from nomad_device.wire.hclspec import (
     Attr,
     Block,
@@ -46,14 +46,14 @@ def hx(*parts: str) -> bytes:
 
 def from_hcl(spec: Spec, body: str) -> bytes:
     text = f'plugin "p" {{\n  config {{\n{body}\n  }}\n}}\n'
-    block = hclconfig.parse_agent_text(text, "vector.hcl").select(["p"], None)
+    block = agentfile.parse_agent_text(text, "vector.hcl").select(["p"], None)
     decoded = decode(compile_spec(spec), block.config)
     assert decoded.ok, [d.render("vector.hcl") for d in decoded.diagnostics]
     return encode(decoded)
 
 
 def from_json(spec: Spec, text: str) -> bytes:
-    decoded = decode(compile_spec(spec), hclconfig.load_json_config(text))
+    decoded = decode(compile_spec(spec), agentfile.load_json_config(text))
     assert decoded.ok, [d.render("json") for d in decoded.diagnostics]
     return encode(decoded)
 

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import pickle
 import random
-import shutil
-import socket
 import stat
-import subprocess
-import tempfile
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -34,6 +26,7 @@ from nomad_device.golang import (
     quote,
     time_string,
 )
+from nomad_device.golang.proxy import ProxyError, proxy_for
 
 NS = 1
 US = 1_000
@@ -643,446 +636,76 @@ def test_filepath_abs_ignores_unusable_pwd(
     assert filepath_abs("a") == f"{os.getcwd()}/a"
 
 
-# ----------------------------------------------------------------------------- Go cross-check
+# --------------------------------------------------------------------- proxies
 
-GO_PROGRAM = r"""
-// Reference oracle for tests/test_golang.py: reads a JSON request on stdin and
-// answers with what Go's standard library produces for each input.
-package main
-
-import (
-	"encoding/json"
-	"os"
-	"path/filepath"
-	"strconv"
-	"time"
-)
-
-type instant struct {
-	Sec   int64  `json:"sec"`
-	Nsec  int64  `json:"nsec"`
-	Zone  string `json:"zone"`  // IANA name, "Local", or "" for a nameless fixed zone
-	Fixed int    `json:"fixed"` // seconds east of UTC when Zone is ""
-}
-
-type request struct {
-	Parse  [][]byte   `json:"parse"`
-	Format []int64    `json:"format"`
-	Quote  [][]byte   `json:"quote"`
-	Stat   []string   `json:"stat"`
-	Times  []instant  `json:"times"`
-	Join   [][]string `json:"join"`
-	Abs    []string   `json:"abs"`
-}
-
-type fileInfo struct {
-	Mode    string `json:"mode"`
-	Perm    string `json:"perm"`
-	ModTime string `json:"mtime"`
-}
-
-type reply struct {
-	Parse  [][]byte   `json:"parse"`
-	Format []string   `json:"format"`
-	Quote  [][]byte   `json:"quote"`
-	Lstat  []fileInfo `json:"lstat"`
-	Stat   []fileInfo `json:"stat"`
-	Times  []string   `json:"times"`
-	Join   []string   `json:"join"`
-	Abs    []string   `json:"abs"`
-}
-
-func describe(fi os.FileInfo) fileInfo {
-	return fileInfo{fi.Mode().String(), fi.Mode().Perm().String(), fi.ModTime().String()}
-}
-
-func must(err error) {
-	if err != nil {
-		panic(err)
-	}
-}
-
-func main() {
-	var req request
-	must(json.NewDecoder(os.Stdin).Decode(&req))
-	var out reply
-	for _, in := range req.Parse {
-		d, err := time.ParseDuration(string(in))
-		if err != nil {
-			out.Parse = append(out.Parse, []byte("E"+err.Error()))
-		} else {
-			out.Parse = append(out.Parse, []byte("V"+strconv.FormatInt(int64(d), 10)))
-		}
-	}
-	for _, n := range req.Format {
-		out.Format = append(out.Format, time.Duration(n).String())
-	}
-	for _, in := range req.Quote {
-		out.Quote = append(out.Quote, []byte(strconv.Quote(string(in))))
-	}
-	for _, p := range req.Stat {
-		li, err := os.Lstat(p)
-		must(err)
-		out.Lstat = append(out.Lstat, describe(li))
-		si, err := os.Stat(p)
-		must(err)
-		out.Stat = append(out.Stat, describe(si))
-	}
-	for _, in := range req.Times {
-		var loc *time.Location
-		switch in.Zone {
-		case "":
-			loc = time.FixedZone("", in.Fixed)
-		case "Local":
-			loc = time.Local
-		default:
-			var err error
-			loc, err = time.LoadLocation(in.Zone)
-			must(err)
-		}
-		out.Times = append(out.Times, time.Unix(in.Sec, in.Nsec).In(loc).String())
-	}
-	for _, parts := range req.Join {
-		out.Join = append(out.Join, filepath.Join(parts...))
-	}
-	for _, p := range req.Abs {
-		a, err := filepath.Abs(p)
-		must(err)
-		out.Abs = append(out.Abs, a)
-	}
-	must(json.NewEncoder(os.Stdout).Encode(out))
-}
-"""
+# golang.org/x/net/http/httpproxy: useProxy and the NO_PROXY matchers (cases written
+# from its rules, not taken from its tests).
+P = "http://p:1"
 
 
-def _wire_bytes(text: str) -> bytes:
-    """Bytes Go should receive for ``text`` (surrogateescape bytes, else WTF-8)."""
-    out = bytearray()
-    for ch in text:
-        if 0xDC80 <= ord(ch) <= 0xDCFF:
-            out.append(ord(ch) - 0xDC00)
-        else:
-            out += ch.encode("utf-8", "surrogatepass")
-    return bytes(out)
+def _no(value: str) -> dict[str, str]:
+    return {"HTTP_PROXY": P, "NO_PROXY": value}
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+def _no_lower(value: str) -> dict[str, str]:
+    return {"HTTP_PROXY": P, "no_proxy": value}
 
 
-def _unb64(text: str) -> bytes:
-    return base64.b64decode(text)
-
-
-def _writable_dir(path: str) -> bool:
-    if not path or path == "off":
-        return False
-    try:
-        os.makedirs(path, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError:
-        return False
-    return True
-
-
-def _go_environment(scratch: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["GOTOOLCHAIN"] = "local"  # never download a toolchain from a test
-    for var in ("GOCACHE", "GOPATH"):
-        probe = subprocess.run(
-            ["go", "env", var], capture_output=True, text=True, env=env, check=True
-        )
-        current = probe.stdout.strip().split(os.pathsep)[0]
-        if not _writable_dir(current):
-            env[var] = str(scratch / var.lower())
-    return env
-
-
-@pytest.fixture(scope="module")
-def go_oracle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("go") is None:
-        if os.environ.get("CI") != "true":
-            pytest.skip("go is not on PATH")
-        pytest.fail("go is required in CI for the Go cross-check")
-    scratch = tmp_path_factory.mktemp("gooracle")
-    source = scratch / "oracle.go"
-    source.write_text(GO_PROGRAM)
-    binary = scratch / "oracle"
-    env = _go_environment(scratch)
-    build = subprocess.run(
-        ["go", "build", "-o", str(binary), str(source)],
-        cwd=scratch,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )
-    assert build.returncode == 0, build.stderr
-    return binary
-
-
-def _ask_go(
-    binary: Path,
-    request: dict[str, Any],
-    *,
-    tz: str | None = None,
-    cwd: Path | None = None,
-    pwd: str | None = None,
-) -> dict[str, Any]:
-    env = dict(os.environ)
-    env.pop("TZ", None)
-    if tz is not None:
-        env["TZ"] = tz
-    if pwd is not None:
-        env["PWD"] = pwd
-    done = subprocess.run(
-        [str(binary)],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    reply: dict[str, Any] = json.loads(done.stdout)
-    return {key: value or [] for key, value in reply.items()}
-
-
-def _duration_inputs() -> list[str]:
-    inputs = [text for text, _ in DURATION_OK] + [text for text, _ in DURATION_ERR]
-    inputs += [format_duration(ns) for ns, _ in DURATION_FORMAT]
-    rng = random.Random(20240601)
-    alphabet = ["0", "1", "5", "9", ".", "-", "+", "n", "s", "u", "m", "h", "\u00b5", "x", " "]
-    for _ in range(600):
-        inputs.append("".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 9))))
-    for _ in range(300):
-        digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 25)))
-        frac = "".join(rng.choice("0123456789") for _ in range(rng.randrange(0, 25)))
-        unit = rng.choice(["ns", "us", "\u03bcs", "ms", "s", "m", "h"])
-        sign = rng.choice(["", "-", "+"])
-        inputs.append(f"{sign}{digits}.{frac}{unit}" if frac else f"{sign}{digits}{unit}")
-    return inputs
-
-
-def _format_inputs() -> list[int]:
-    rng = random.Random(77)
-    values = [ns for ns, _ in DURATION_FORMAT]
-    for _ in range(500):
-        magnitude = rng.randrange(1, 64)
-        values.append(rng.randrange(-(1 << magnitude), 1 << magnitude))
-    return values
-
-
-def _quote_inputs() -> list[str]:
-    inputs = [text for text, _ in QUOTE]
-    inputs.append("".join(chr(c) for c in range(128)))
-    # Every code point once, in chunks, so the whole IsPrint table is compared.
-    points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
-    inputs += ["".join(map(chr, points[i : i + 8192])) for i in range(0, len(points), 8192)]
-    return inputs
-
-
-ZONE_NAMES = [
-    "UTC",
-    "Asia/Kolkata",
-    "America/New_York",
-    "Europe/Dublin",
-    "Australia/Lord_Howe",
-    "Asia/Dubai",
-    "Pacific/Apia",
-    "America/St_Johns",
-]
-FIXED_OFFSETS = [0, 19800, -12600, -30, -90, 19815, 50400, -50400]
-INSTANTS = [
-    0,
-    -1,
-    T0,
-    T0 + 123456789,
-    T0 + 100000000,
-    1_690_000_000 * SEC + 5,
-    -2_500_000_000 * SEC,
-    -5_000_000_000 * SEC,
-    4_102_444_800 * SEC + 1,
-    INT64_MAX,
-    INT64_MIN,
-]
-EXTREME_INSTANTS = [
-    253402300800 * SEC,
-    -62135596801 * SEC,
-    -62198755200 * SEC + 7,
-    10**12 * SEC,
+PROXY_CASES = [
+    ("http://nomad.example:4646", {"HTTP_PROXY": "proxy:3128"}, "http://proxy:3128"),
+    ("http://nomad.example:4646", {"http_proxy": "http://p:1"}, "http://p:1"),
+    (
+        "http://nomad.example:4646",
+        {"HTTP_PROXY": "http://a:1", "http_proxy": "http://b:1"},
+        "http://a:1",
+    ),
+    ("https://nomad.example", {"HTTP_PROXY": "http://p:1"}, None),  # https uses HTTPS_PROXY
+    ("https://nomad.example", {"HTTPS_PROXY": "http://p:1"}, "http://p:1"),
+    ("http://nomad.example", {"ALL_PROXY": "http://p:1"}, None),  # Go never reads ALL_PROXY
+    ("http://127.0.0.1:4646", {"HTTP_PROXY": "http://p:1"}, None),
+    ("http://127.9.9.9:4646", {"HTTP_PROXY": "http://p:1"}, None),
+    ("http://localhost:4646", {"HTTP_PROXY": "http://p:1"}, None),
+    ("http://[::1]:4646", {"HTTP_PROXY": "http://p:1"}, None),
+    ("http://[::2]:4646", {"HTTP_PROXY": "http://p:1"}, "http://p:1"),
+    ("http://nomad.example", _no("*"), None),
+    ("http://nomad.example", _no("example"), None),
+    ("http://nomad.example", _no("xample"), "http://p:1"),
+    ("http://nomad.example", _no("nomad.example"), None),
+    ("http://a.nomad.example", _no_lower("nomad.example"), None),
+    (
+        "http://nomad.example",
+        _no(".nomad.example"),
+        "http://p:1",
+    ),
+    ("http://a.nomad.example", _no("*.nomad.example"), None),
+    (
+        "http://anomad.example",
+        _no("nomad.example"),
+        "http://p:1",
+    ),
+    (
+        "http://nomad.example:4646",
+        _no("nomad.example:80"),
+        "http://p:1",
+    ),
+    (
+        "http://nomad.example:4646",
+        _no("nomad.example:4646"),
+        None,
+    ),
+    ("http://10.1.2.3:4646", _no("10.0.0.0/8"), None),
+    ("http://10.1.2.3:4646", _no("10.1.2.3"), None),
+    ("http://10.1.2.4:4646", _no("10.1.2.3"), "http://p:1"),
+    ("http://NOMAD.Example", _no(" Nomad.example "), None),
+    ("unix:///run/nomad.sock", {"HTTP_PROXY": "http://p:1"}, None),
 ]
 
 
-def _time_requests() -> list[tuple[int, str, int]]:
-    reqs: list[tuple[int, str, int]] = []
-    for ns in INSTANTS:
-        reqs += [(ns, "", off) for off in FIXED_OFFSETS]
-        if HAVE_ZONEINFO:
-            reqs += [(ns, zone, 0) for zone in ZONE_NAMES]
-    for ns in EXTREME_INSTANTS:
-        reqs += [(ns, "", off) for off in FIXED_OFFSETS]
-        reqs.append((ns, "UTC", 0))
-    return reqs
+@pytest.mark.parametrize(("url", "env", "want"), PROXY_CASES)
+def test_proxy_rules_are_go_s(url: str, env: dict[str, str], want: str | None) -> None:
+    assert proxy_for(url, env) == want
 
 
-def _make_files(root: Path) -> Iterator[Path]:
-    """Create one file of every kind Go distinguishes and give each a distinct mtime."""
-    mtimes = iter(
-        [
-            T0 + 123456789,
-            T0,
-            T0 + 100000000,
-            -1,
-            1_690_000_000 * SEC + 5,
-            -2_500_000_000 * SEC,
-            4_102_444_800 * SEC + 1,
-            0,
-            T0 + 7,
-            T0 + 8,
-            T0 + 9,
-            T0 + 10,
-        ]
-    )
-
-    def touch(path: Path) -> Path:
-        stamp = next(mtimes, T0)
-        os.utime(path, ns=(stamp, stamp), follow_symlinks=False)
-        return path
-
-    for name, mode in [
-        ("reg644", 0o644),
-        ("reg777", 0o777),
-        ("setuid", 0o4755),
-        ("setgid", 0o2755),
-        ("allbits", 0o7777),
-    ]:
-        path = root / name
-        path.write_text(name)
-        path.chmod(mode)
-        yield touch(path)
-    for name, mode in [("dir", 0o755), ("sticky", 0o1777), ("setgiddir", 0o2775)]:
-        path = root / name
-        path.mkdir()
-        path.chmod(mode)
-        yield touch(path)
-    fifo = root / "fifo"
-    os.mkfifo(fifo, 0o640)
-    yield touch(fifo)
-    link = root / "link"
-    link.symlink_to(root / "reg644")
-    yield touch(link)
-
-
-def _special_files(short_dir: Path) -> list[Path]:
-    """Sockets and devices (skipped individually where the host does not allow them)."""
-    found: list[Path] = []
-    sock_path = short_dir / "sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        server.bind(str(sock_path))
-        found.append(sock_path)
-    except OSError:
-        pass
-    finally:
-        server.close()
-    for dev in ["/dev/null", "/dev/loop0", "/dev/sda", "/dev/vda", "/dev/nvme0n1"]:
-        if os.path.exists(dev):
-            found.append(Path(dev))
-    return found
-
-
-TZ_VARIANTS_ALWAYS: list[str | None] = ["", "UTC", "UTC0", "IST-5:30", "No/Such_Zone", None]
-TZ_VARIANTS_ZONEINFO: list[str | None] = [
-    "Asia/Kolkata",
-    ":Asia/Kolkata",
-    "/usr/share/zoneinfo/Asia/Kolkata",
-    "America/New_York",
-]
-
-
-@pytest.mark.slow
-def test_cross_check_with_go(
-    go_oracle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    durations = _duration_inputs()
-    formats = _format_inputs()
-    quotes = _quote_inputs()
-    times = _time_requests()
-    files = list(_make_files(tmp_path))
-    short_dir = Path(tempfile.mkdtemp(prefix="gx", dir="/tmp"))
-    try:
-        specials = _special_files(short_dir)
-        request = {
-            "parse": [_b64(_wire_bytes(s)) for s in durations],
-            "format": formats,
-            "quote": [_b64(_wire_bytes(s)) for s in quotes],
-            "times": [
-                {"sec": ns // SEC, "nsec": ns % SEC, "zone": zone, "fixed": fixed}
-                for ns, zone, fixed in times
-            ],
-            "join": [list(parts) for parts, _ in JOIN],
-        }
-        reply = _ask_go(go_oracle, request)
-
-        # Durations: value or exact error text.
-        assert len(reply["parse"]) == len(durations)
-        for text, raw in zip(durations, reply["parse"], strict=True):
-            answer = _unb64(raw).decode("utf-8")
-            try:
-                mine = "V" + str(parse_duration(text))
-            except GoDurationError as err:
-                mine = "E" + str(err)
-            assert mine == answer, text
-        assert [format_duration(ns) for ns in formats] == reply["format"]
-
-        # Quoting, compared as bytes.
-        for text, raw in zip(quotes, reply["quote"], strict=True):
-            assert quote(text).encode("utf-8") == _unb64(raw), text[:40]
-
-        for (ns, zone, fixed), answer in zip(times, reply["times"], strict=True):
-            tz: tzinfo = Nameless(fixed) if zone == "" else ZoneInfo(zone)
-            assert time_string(ns, tz) == answer, (ns, zone, fixed)
-
-        assert [filepath_join(*parts) for parts, _ in JOIN] == reply["join"]
-
-        # Files under every $TZ flavour: Mode(), Perm() and ModTime() via os.Lstat/os.Stat.
-        variants = TZ_VARIANTS_ALWAYS + (TZ_VARIANTS_ZONEINFO if HAVE_ZONEINFO else [])
-        paths = [*files, *specials]
-        local_instants = [*INSTANTS, *EXTREME_INSTANTS[:2]]
-        for tz_env in variants:
-            per_tz = {
-                "stat": [str(p) for p in paths],
-                "times": [
-                    {"sec": ns // SEC, "nsec": ns % SEC, "zone": "Local"} for ns in local_instants
-                ],
-            }
-            reply = _ask_go(go_oracle, per_tz, tz=tz_env)
-            if tz_env is None:
-                monkeypatch.delenv("TZ", raising=False)
-            else:
-                monkeypatch.setenv("TZ", tz_env)
-            for ns, answer in zip(local_instants, reply["times"], strict=True):
-                assert time_string(ns) == answer, (tz_env, ns)
-            for path, lgo, sgo in zip(paths, reply["lstat"], reply["stat"], strict=True):
-                for st, want in ((os.lstat(path), lgo), (os.stat(path), sgo)):
-                    assert file_mode_string(st.st_mode) == want["mode"], path
-                    assert perm_string(st.st_mode) == want["perm"], path
-                    if not str(path).startswith("/dev/"):
-                        assert time_string(st.st_mtime_ns) == want["mtime"], (tz_env, path)
-    finally:
-        shutil.rmtree(short_dir, ignore_errors=True)
-
-    # filepath.Abs, run from a directory reached through a symlink named by $PWD.
-    real = tmp_path / "real" / "sub"
-    real.mkdir(parents=True)
-    (tmp_path / "lnk").symlink_to(tmp_path / "real")
-    abs_inputs = ["", ".", "..", "a", "a/../b", "./x/", "../../q", "/abs//p/..", "//x"]
-    for pwd in [f"{tmp_path}/lnk/sub", f"{tmp_path}/lnk/sub/", "/", "not/absolute"]:
-        reply = _ask_go(go_oracle, {"abs": abs_inputs}, cwd=real, pwd=pwd)
-        monkeypatch.chdir(real)
-        monkeypatch.setenv("PWD", pwd)
-        assert [filepath_abs(p) for p in abs_inputs] == reply["abs"], pwd
+def test_no_proxy_in_cgi() -> None:
+    with pytest.raises(ProxyError, match="CGI"):
+        proxy_for("http://nomad.example", {"HTTP_PROXY": "http://p:1", "REQUEST_METHOD": "GET"})

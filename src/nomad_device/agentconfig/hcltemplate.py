@@ -22,15 +22,13 @@ here: the decoder refuses them first, in the agent's words.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Final
+from typing import Final, cast
 
-from nomad_device.wire import cty, hclspec
-from nomad_device.wire.ctyconvert import (
+from nomad_device.agentconfig.ctyconvert import (
     TV,
     UNKNOWN,
     ConversionError,
@@ -39,17 +37,24 @@ from nomad_device.wire.ctyconvert import (
     number_text,
     unify,
 )
-from nomad_device.wire.ctyfuncs import FUNCTIONS, EvalError, Unsupported, convert
+from nomad_device.agentconfig.ctyfuncs import (
+    FUNCTIONS,
+    MAX_EXPONENT,
+    EvalError,
+    Unsupported,
+    convert,
+    number,
+)
+from nomad_device.hclexpr import Construct, EscapeError, Node, ParseError, parse, unescape, walk
+from nomad_device.wire import cty
 
 __all__ = [
     "FUNCTIONS",
-    "EscapeError",
     "EvalError",
     "EvalErrors",
     "Unparsable",
     "Unsupported",
     "evaluate",
-    "unescape",
 ]
 
 
@@ -57,58 +62,7 @@ class Unparsable(Unsupported):
     """Text that is no HCL expression: the agent reports a syntax error there."""
 
 
-# ------------------------------------------------------------------ lexing
-
-_TOKEN: Final = re.compile(
-    r"""\s*(?:
-      (?P<number>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)
-    | (?P<string>"(?:[^"\\]|\\.)*")
-    | (?P<ident>[A-Za-z_][A-Za-z0-9_-]*)
-    | (?P<op>\.\.\.|==|!=|<=|>=|&&|\|\||[-+*/%<>!?:=,.()\[\]{}])
-    )""",
-    re.VERBOSE | re.DOTALL,
-)
-
-
-def _tokens(text: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    i = 0
-    while i < len(text):
-        if text[i:].strip() == "":
-            break
-        m = _TOKEN.match(text, i)
-        if m is None or m.lastgroup is None:
-            raise Unparsable(f"cannot read {text[i:].strip()[:20]!r}")
-        out.append((m.lastgroup, m.group(m.lastgroup)))
-        i = m.end()
-    out.append(("end", ""))
-    return out
-
-
-class EscapeError(ValueError):
-    """A backslash sequence HCL 2 does not know, or a \\u that names no character."""
-
-
-def unescape(text: str) -> str:
-    """HCL 2's escapes in a quoted string's literal text (as spec literals read them:
-    :func:`~nomad_device.wire.hclspec.read_escape`); :class:`EscapeError` for a bad one."""
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        if text[i] != "\\":
-            out.append(text[i])
-            i += 1
-            continue
-        try:
-            char, i = hclspec.read_escape(text, i)
-        except ValueError as exc:
-            raise EscapeError(str(exc)) from None
-        out.append(char)
-    return "".join(out)
-
-
-def _string_literal(token: str) -> str:
-    body = token[1:-1]
+def _string_literal(body: str) -> str:
     if "${" in body.replace("$${", "") or "%{" in body.replace("%%{", ""):
         raise Unsupported("a template inside a quoted string")
     try:
@@ -119,161 +73,38 @@ def _string_literal(token: str) -> str:
     return unicodedata.normalize("NFC", text.replace("$${", "${").replace("%%{", "%{"))
 
 
-# ------------------------------------------------------------------ parsing
-
-# An expression tree: ("lit", TV) | ("tuple", [expr]) | ("object", [(key expr, expr)])
-# | ("call", name, [expr], expand_last) | ("unary", op, expr) | ("binary", op, a, b)
-# | ("cond", condition, a, b) | ("index", collection, key)
-# | ("trav", source, [("attr", name) | ("key", TV)])
-Expr = tuple[object, ...]
-
-_BINARY: Final = (
-    ("||",),
-    ("&&",),
-    ("==", "!="),
-    ("<", ">", "<=", ">="),
-    ("+", "-"),
-    ("*", "/", "%"),
-)
+_LITERALS: Final = {
+    "true": (True, cty.BOOL),
+    "false": (False, cty.BOOL),
+    "null": (None, cty.DYNAMIC),
+}
 
 
-class _Parser:
-    def __init__(self, text: str) -> None:
-        self.toks = _tokens(text)
-        self.pos = 0
+def _literal(node: Node) -> TV:
+    """A literal leaf's value; Unsupported or EvalError where the agent would differ."""
+    kind, _, text = node[:3]
+    if kind == "number":
+        return number(Decimal(str(text))), cty.NUMBER
+    if kind in ("string", "key"):
+        return (_string_literal(str(text)) if kind == "string" else text), cty.STRING
+    if text not in _LITERALS:
+        raise Unsupported(f"the name {text!r}")  # the decoder reports variables first
+    return _LITERALS[str(text)]
 
-    def peek(self) -> tuple[str, str]:
-        return self.toks[self.pos]
 
-    def take(self, value: str | None = None) -> tuple[str, str]:
-        tok = self.toks[self.pos]
-        if value is not None and tok[1] != value:
-            raise Unparsable(f"expected {value!r}, found {tok[1] or 'the end'!r}")
-        self.pos += 1
-        return tok
-
-    def whole(self) -> Expr:
-        expr = self.expr()
-        if self.peek()[0] != "end":
-            raise Unparsable(f"unexpected {self.peek()[1]!r}")
-        return expr
-
-    def expr(self) -> Expr:
-        expr = self.binary(0)
-        if self.peek()[1] != "?":
-            return expr
-        self.take("?")
-        yes = self.expr()
-        self.take(":")
-        return ("cond", expr, yes, self.expr())
-
-    def binary(self, level: int) -> Expr:
-        if level == len(_BINARY):
-            return self.unary()
-        left = self.binary(level + 1)
-        while self.peek()[0] == "op" and self.peek()[1] in _BINARY[level]:
-            op = self.take()[1]
-            left = ("binary", op, left, self.binary(level + 1))
-        return left
-
-    def unary(self) -> Expr:
-        if self.peek()[1] in ("-", "!"):
-            op = self.take()[1]
-            return ("unary", op, self.unary())
-        expr = self.primary()
-        # As HCL parses them: attributes and literal keys extend one traversal (which
-        # stops at its first error); any other key makes an index expression of its own.
-        while self.peek()[1] in ("[", "."):
-            step: tuple[str, object]
-            if self.take()[1] == "[":
-                if self.peek()[1] == "*":
-                    raise Unsupported("a splat expression ([*])")
-                key = self.expr()
-                self.take("]")
-                if key[0] != "lit":
-                    expr = ("index", expr, key)
-                    continue
-                step = ("key", key[1])
-            else:
-                kind, text = self.take()
-                if kind == "ident":
-                    step = ("attr", text)
-                elif kind == "number" and text.isdigit():  # the legacy index form: x.0
-                    step = ("key", (int(text), cty.NUMBER))
-                else:
-                    what = "a splat expression (.*)" if text == "*" else f"unexpected {text!r}"
-                    raise Unsupported(what)
-            if expr[0] == "trav":
-                expr = ("trav", expr[1], [*expr[2], step])  # type: ignore[misc]
-            else:
-                expr = ("trav", expr, [step])
-        return expr
-
-    def primary(self) -> Expr:
-        kind, text = self.take()
-        if kind == "number":
-            return ("lit", (cty.normalize_number(Decimal(text)), cty.NUMBER))
-        if kind == "string":
-            return ("lit", (_string_literal(text), cty.STRING))
-        if kind == "ident":
-            if text in ("true", "false"):
-                return ("lit", (text == "true", cty.BOOL))
-            if text == "null":
-                return ("lit", (None, cty.DYNAMIC))
-            if text == "for":
-                raise Unsupported("a for expression")
-            if self.peek()[1] != "(":
-                raise Unsupported(f"the name {text!r}")  # the decoder reports variables first
-            self.take("(")
-            args, expand = self.items(")", allow_expand=True)
-            return ("call", text, args, expand)
-        if text == "(":
-            inner = self.expr()
-            self.take(")")
-            return inner
-        if text == "[":
-            if self.peek()[1] == "for":
-                raise Unsupported("a for expression")
-            items, _ = self.items("]")
-            return ("tuple", items)
-        if text == "{":
-            return self.object()
-        raise Unparsable(f"unexpected {text or 'end'!r}")
-
-    def items(self, close: str, allow_expand: bool = False) -> tuple[list[Expr], bool]:
-        items: list[Expr] = []
-        expand = False
-        while self.peek()[1] != close:
-            items.append(self.expr())
-            if allow_expand and self.peek()[1] == "...":
-                self.take()
-                expand = True
-                break
-            if self.peek()[1] != ",":
-                break
-            self.take(",")
-        self.take(close)
-        return items, expand
-
-    def object(self) -> Expr:
-        if self.peek()[1] == "for":
-            raise Unsupported("a for expression")
-        pairs: list[tuple[Expr, Expr]] = []
-        while self.peek()[1] != "}":
-            kind, text = self.peek()
-            if kind == "ident" and self.toks[self.pos + 1][1] in ("=", ":"):
-                self.take()
-                key: Expr = ("lit", (text, cty.STRING))
-            else:
-                key = self.expr()
-            if self.peek()[1] not in ("=", ":"):
-                raise Unparsable("an object item without = or :")
-            self.take()
-            pairs.append((key, self.expr()))
-            if self.peek()[1] == ",":
-                self.take()
-        self.take("}")
-        return ("object", pairs)
+def _expression(text: str) -> Node:
+    """One interpolation's tree (:mod:`nomad_device.hclexpr`), its literals checked
+    first, as HCL reads them before it evaluates anything."""
+    try:
+        tree = parse(text, comments=False)
+    except Construct as exc:
+        raise Unsupported(exc.problem) from None
+    except ParseError as exc:
+        raise Unparsable(exc.problem) from None
+    for node, _ in walk(tree):
+        if node[0] in ("number", "string", "name"):
+            _literal(node)
+    return tree
 
 
 # --------------------------------------------------------------- evaluation
@@ -299,7 +130,7 @@ def evaluate(parts: Sequence[tuple[str, str]]) -> TV:
     """
     if any(kind == "directive" for kind, _ in parts):
         raise Unsupported("a template directive (%{...})")
-    trees = [(kind, text if kind == "text" else _Parser(text).whole()) for kind, text in parts]
+    trees = [(kind, text if kind == "text" else _expression(text)) for kind, text in parts]
     run = _Evaluation()
     if len(trees) == 1 and trees[0][0] == "interp":
         got = run.eval(trees[0][1])  # type: ignore[arg-type]
@@ -349,32 +180,34 @@ class _Evaluation:
             out.append(str(text))
         return ("".join(out) if known else UNKNOWN), cty.STRING
 
-    def eval(self, expr: Expr) -> TV:
-        kind = expr[0]
-        if kind == "lit":
-            value = expr[1]
-            assert isinstance(value, tuple)
-            return value[0], value[1]
+    def eval(self, node: Node) -> TV:
+        """A node's value. Attributes and literal keys fail at the first error of a
+        traversal as HCL's do: what follows an error is unknown and of any type."""
+        kind, _, *rest = node
+        if kind == "lit":  # an argument expanded from a tuple (``f(xs...)``)
+            return cast(TV, rest[0])
+        if kind in ("number", "string", "name", "key"):
+            return _literal(node)
         if kind == "tuple":
-            items = [self.eval(e) for e in expr[1]]  # type: ignore[attr-defined]
+            items = [self.eval(e) for e in cast(list[Node], rest[0])]
             return [v for v, _ in items], cty.Tuple([t for _, t in items])
         if kind == "object":
-            return self.object_cons(expr[1])  # type: ignore[arg-type]
+            return self.object_cons(cast(list[tuple[Node, Node]], rest[0]))
         if kind == "cond":
-            return self.conditional(expr[1], expr[2], expr[3])  # type: ignore[arg-type]
+            return self.conditional(*cast(list[Node], rest))
         if kind == "index":
-            return self.index(self.eval(expr[1]), self.eval(expr[2]))  # type: ignore[arg-type]
-        if kind == "trav":
-            return self.traversal(self.eval(expr[1]), expr[2])  # type: ignore[arg-type]
+            return self.index(self.eval(cast(Node, rest[0])), self.eval(cast(Node, rest[1])))
+        if kind == "attr":
+            return self.attribute(self.eval(cast(Node, rest[0])), str(rest[1]))
         if kind == "unary":
-            return self.unary(str(expr[1]), self.eval(expr[2]))  # type: ignore[arg-type]
+            return self.unary(str(rest[0]), self.eval(cast(Node, rest[1])))
         if kind == "binary":
-            left, right = self.eval(expr[2]), self.eval(expr[3])  # type: ignore[arg-type]
-            return self.binary(str(expr[1]), left, right)
+            left, right = self.eval(cast(Node, rest[1])), self.eval(cast(Node, rest[2]))
+            return self.binary(str(rest[0]), left, right)
         assert kind == "call"
-        return self.call(str(expr[1]), expr[2], bool(expr[3]))  # type: ignore[arg-type]
+        return self.call(str(rest[0]), cast(list[Node], rest[1]), bool(rest[2]))
 
-    def object_cons(self, pairs: Sequence[tuple[Expr, Expr]]) -> TV:
+    def object_cons(self, pairs: Sequence[tuple[Node, Node]]) -> TV:
         obj: dict[str, object] = {}
         types: dict[str, cty.CtyType] = {}
         known = True
@@ -392,7 +225,7 @@ class _Evaluation:
             obj[name], types[name] = value
         return (obj, cty.Object(types)) if known else (UNKNOWN, cty.DYNAMIC)
 
-    def conditional(self, condition: Expr, yes: Expr, no: Expr) -> TV:
+    def conditional(self, condition: Node, yes: Node, no: Node) -> TV:
         """``c ? a : b`` in HCL's order: the results' common type, then the condition;
         only the chosen result's own errors count."""
         before = len(self.errors)
@@ -436,19 +269,6 @@ class _Evaluation:
         self.errors.extend(yes_errors if chosen else no_errors)
         result = yes_tv if chosen else no_tv
         return convert(result[0], result[1], common)
-
-    def traversal(self, source: TV, steps: Sequence[tuple[str, object]]) -> TV:
-        """Attribute and literal-key steps, stopping at the first that fails."""
-        current = source
-        for kind, arg in steps:
-            before = len(self.errors)
-            if kind == "attr":
-                current = self.attribute(current, str(arg))
-            else:
-                current = self.index(current, arg)  # type: ignore[arg-type]
-            if len(self.errors) > before:
-                return UNKNOWN, cty.DYNAMIC
-        return current
 
     def index(self, collection: TV, key: TV) -> TV:
         """``c[k]`` as ``hcl.Index`` does it, for the tuples and objects a template makes.
@@ -571,7 +391,7 @@ class _Evaluation:
             same = left[0] is None and right[0] is None
         return (same if op == "==" else not same), cty.BOOL
 
-    def call(self, name: str, arg_exprs: Sequence[Expr], expand: bool) -> TV:
+    def call(self, name: str, arg_exprs: Sequence[Node], expand: bool) -> TV:
         """A function call in HCL's order: the name, the count, the arguments and their
         conversion (every error), then nulls, then the function's own checks."""
         function = FUNCTIONS.get(name)
@@ -579,14 +399,14 @@ class _Evaluation:
             return self.fail(
                 "Call to unknown function", f"There is no function named {go_quote(name)}."
             )
-        exprs: list[Expr] = list(arg_exprs)
+        exprs: list[Node] = list(arg_exprs)
         if expand:
             last, last_ty = self.eval(arg_exprs[-1])
             if last is UNKNOWN:
                 return UNKNOWN, cty.DYNAMIC
             if not isinstance(last_ty, cty.Tuple) or not isinstance(last, list):
                 raise Unsupported("expanding (...) anything but a tuple")
-            exprs[-1:] = [("lit", tv) for tv in zip(last, last_ty.elems, strict=True)]
+            exprs[-1:] = [("lit", 0, tv) for tv in zip(last, last_ty.elems, strict=True)]
         params = function.params
         if len(exprs) < len(params):
             missing = params[len(exprs)][0]
@@ -651,12 +471,21 @@ def _number_result(number: Fraction, what: str) -> object:
     """An exact result as the decoder keeps numbers; Unsupported where go-cty would round."""
     if not _fits(number):
         raise Unsupported(f"{what}: its result is rounded by go-cty to 512 binary digits")
+    magnitude = abs(number.numerator).bit_length() - number.denominator.bit_length()
+    if number and abs(magnitude) > _MAX_BITS:
+        raise Unsupported(
+            f"{what}: its result is past the launcher's limit (exponents up to {MAX_EXPONENT})"
+        )
     if number.denominator == 1:
         return int(number)
     as_float = float(number)
     if Fraction(as_float) != number:
         raise Unsupported(f"{what}: its result has more binary digits than a float64")
     return as_float
+
+
+#: :data:`MAX_EXPONENT` in binary digits.
+_MAX_BITS: Final = int(MAX_EXPONENT * 3.33)
 
 
 def _is_zero(value: object) -> bool:

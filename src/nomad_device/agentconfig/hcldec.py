@@ -18,19 +18,20 @@ encoded with the value's own type. This module reproduces the last three steps:
 
 Diagnostics keep HCL's summary and detail texts, which Nomad prints as
 ``summary: detail``. The front end that reads agent files and ``--config-json``
-text is :mod:`nomad_device.wire.agentfile`.
+text is :mod:`nomad_device.agentconfig.agentfile`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final, TypeAlias
 
-from nomad_device.wire import cty, hclspec, hcltemplate
-from nomad_device.wire.ctyconvert import (
+from nomad_device.agentconfig import hcltemplate
+from nomad_device.agentconfig.ctyconvert import (
     TV,
     UNKNOWN,
     ConversionError,
@@ -39,6 +40,9 @@ from nomad_device.wire.ctyconvert import (
     has_dynamic_part,
     unify,
 )
+from nomad_device.agentconfig.ctyfuncs import Unsupported, check_json
+from nomad_device.hclexpr import MAX_DEPTH
+from nomad_device.wire import cty, hclspec
 
 __all__ = [
     "Decoded",
@@ -101,9 +105,41 @@ class JValue:
         return self.value  # type: ignore[return-value]
 
 
+def loads(text: str) -> object:
+    """JSON text as :func:`from_python` takes it: fractions as Decimals, integers too
+    long for Python's ``int()`` as Decimals, no ``NaN`` or ``Infinity``; ValueError
+    when it is not JSON."""
+    try:
+        return json.loads(
+            text, parse_float=Decimal, parse_int=_integer, parse_constant=_no_constant
+        )
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+
+
+def _integer(text: str) -> int | Decimal:
+    return int(text) if len(text) < 4000 else Decimal(text)
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def from_python(value: object, where: Source | None = None) -> JValue:
-    """A :class:`JValue` for plain JSON-like Python data (``json.loads`` output)."""
-    at = where or Source()
+    """A :class:`JValue` for plain JSON-like Python data (``json.loads`` output).
+
+    TypeError for what JSON cannot hold; ValueError past the decoder's limits
+    (nesting deeper than :data:`~nomad_device.hclexpr.MAX_DEPTH`, a number's
+    exponent past :data:`~nomad_device.agentconfig.ctyfuncs.MAX_EXPONENT`).
+    """
+    try:
+        check_json(value)
+    except Unsupported as exc:
+        raise ValueError(str(exc)) from None
+    return _from_python(value, where or Source())
+
+
+def _from_python(value: object, at: Source) -> JValue:
     if value is None:
         return JValue("null", None, at)
     if isinstance(value, bool):
@@ -114,10 +150,10 @@ def from_python(value: object, where: Source | None = None) -> JValue:
         return JValue("string", value, at)
     if isinstance(value, Mapping):
         return JValue(
-            "object", [JProp(str(k), from_python(v, at), at) for k, v in value.items()], at
+            "object", [JProp(str(k), _from_python(v, at), at) for k, v in value.items()], at
         )
     if isinstance(value, list | tuple):
-        return JValue("array", [from_python(v, at) for v in value], at)
+        return JValue("array", [_from_python(v, at) for v in value], at)
     raise TypeError(f"cannot use {type(value).__name__} as JSON config")
 
 
@@ -973,7 +1009,7 @@ class _Decoder:
         and ``%{``); a lone interpolation gives its value, of any type. A variable
         gets the agent's own diagnostic (``Variables not allowed``), as does a
         failing function call; what the launcher cannot evaluate exactly (see
-        :mod:`nomad_device.wire.hcltemplate`) is refused and says why. None
+        :mod:`nomad_device.agentconfig.hcltemplate`) is refused and says why. None
         after an error, or an unknown value of any type where the agent could not
         parse the template.
         """

@@ -24,10 +24,12 @@ import enum
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 __all__ = [
+    "MAX_NESTING",
     "HCL1Error",
+    "HCL1Limit",
     "HCL1Panic",
     "ListType",
     "LiteralType",
@@ -46,8 +48,20 @@ __all__ = [
 ]
 
 
+_N = TypeVar("_N")
+
+
 class HCL1Error(ValueError):
     """The file does not parse; the text is HCL 1's own (``At 3:11: ...``)."""
+
+
+#: How deep the reader follows objects, lists and the keys of one item: far beyond any
+#: agent file, and inside Python's recursion limit for every step that walks the tree.
+MAX_NESTING = 100
+
+
+class HCL1Limit(ValueError):
+    """A file nested past :data:`MAX_NESTING`: the agent may read it; this reader does not."""
 
 
 class HCL1Panic(RuntimeError):
@@ -827,6 +841,28 @@ class _PosError(Exception):
         super().__init__(f"At {pos}: {message}")
 
 
+def _check_nesting(depth: int, pos: Pos) -> None:
+    if depth > MAX_NESTING:
+        raise HCL1Limit(
+            f"At {pos}: nested deeper than {MAX_NESTING} levels (objects, lists and the "
+            "keys of one item)"
+        )
+
+
+def _nested(method: Callable[[Any], _N]) -> Callable[[Any], _N]:
+    """A parser's method for an object or a list, one level of nesting deeper."""
+
+    def counted(parser: Any) -> _N:
+        _check_nesting(parser.depth + 1, parser.tok.pos)
+        parser.depth += 1
+        try:
+            return method(parser)
+        finally:
+            parser.depth -= 1
+
+    return counted
+
+
 class _Parser:
     """HCL 1's native-syntax parser (comments are read and dropped)."""
 
@@ -835,6 +871,7 @@ class _Parser:
         self.sc = _Scanner(src, self._on_error)
         self.tok = Token(Tok.ILLEGAL, "")
         self.buffered = False
+        self.depth = 0
 
     def _on_error(self, pos: Pos, msg: str) -> None:
         self.scan_error = f"At {pos}: {msg}"  # the scanner's last error wins
@@ -889,6 +926,7 @@ class _Parser:
             self.tok = Token(Tok.EOF, self.tok.text, self.tok.pos, self.tok.json)
         if error is not None:
             raise error
+        _check_nesting(self.depth + len(keys), keys[0].token.pos if keys else self.tok.pos)
         item = ObjectItem(keys)
         if self.tok.type is Tok.ASSIGN:
             item.val = self.object()
@@ -945,6 +983,7 @@ class _Parser:
             raise _EofToken()
         raise _PosError(tok.pos, f"Unknown token: {tok}")
 
+    @_nested
     def object_type(self) -> ObjectType:
         start = self.tok.pos
         items, error = self.object_list(in_object=True)
@@ -955,6 +994,7 @@ class _Parser:
             raise _PosError(tok.pos, f"object expected closing RBRACE got: {tok.type.value}")
         return ObjectType(items, start)
 
+    @_nested
     def list_type(self) -> ListType:
         node = ListType(pos=self.tok.pos)
         need_comma = False
@@ -1004,6 +1044,7 @@ class _JsonParser:
         self.scan_error: str | None = None
         self.sc = _JsonScanner(src, self._on_error)
         self.tok = Token(Tok.ILLEGAL, "")
+        self.depth = 0
 
     def _on_error(self, pos: Pos, msg: str) -> None:
         self.scan_error = f"{pos}: {msg}"
@@ -1051,6 +1092,7 @@ class _JsonParser:
 
     def object_item(self) -> ObjectItem:
         keys = self.object_key()
+        _check_nesting(self.depth + len(keys), self.tok.pos)
         item = ObjectItem(keys)
         if self.tok.type is Tok.COLON:
             item.val = self.object_value()
@@ -1093,12 +1135,14 @@ class _JsonParser:
             raise _EofToken()
         raise _JsonError(f"Expected object, got unknown token: {tok}")
 
+    @_nested
     def object_type(self) -> ObjectType:
         items, error = self.object_list()
         if error is not None and self.tok.type is not Tok.RBRACE:
             raise error
         return ObjectType(items)
 
+    @_nested
     def list_type(self) -> ListType:
         node = ListType()
         while True:

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
-from nomad_device.wire import cty
-from nomad_device.wire.ctyconvert import (
+from nomad_device.agentconfig.ctyconvert import (
     TV,
     ConversionError,
     convertible,
@@ -31,9 +30,26 @@ from nomad_device.wire.ctyconvert import (
     number_text,
     unify,
 )
-from nomad_device.wire.ctyconvert import convert as _convert_value
+from nomad_device.agentconfig.ctyconvert import convert as _convert_value
+from nomad_device.golang import json_string
+from nomad_device.hclexpr import MAX_DEPTH
+from nomad_device.wire import cty
 
-__all__ = ["FUNCTIONS", "EvalError", "Function", "Unsupported", "convert"]
+__all__ = [
+    "FUNCTIONS",
+    "MAX_EXPONENT",
+    "EvalError",
+    "Function",
+    "Unsupported",
+    "check_json",
+    "convert",
+    "number",
+]
+
+#: The largest decimal exponent of a number the evaluator takes: go-cty's 512-bit
+#: numbers reach further, configs never do, and exact arithmetic on numbers of
+#: millions of digits would take Python minutes.
+MAX_EXPONENT: Final = 4000
 
 
 class Unsupported(Exception):
@@ -47,6 +63,15 @@ class EvalError(Exception):
         super().__init__(f"{summary}: {detail}")
         self.summary = summary
         self.detail = detail
+
+
+def number(value: Decimal) -> object:
+    """A number as the evaluator keeps it; Unsupported past :data:`MAX_EXPONENT`."""
+    if value.is_finite() and abs(value.adjusted()) > MAX_EXPONENT:
+        raise Unsupported(
+            f"the number {value:.6e}, past the launcher's limit (exponents up to {MAX_EXPONENT})"
+        )
+    return cty.normalize_number(value)
 
 
 def convert(value: object, ty: cty.CtyType, want: cty.CtyType) -> TV:
@@ -255,7 +280,7 @@ def _json_text(value: object, ty: cty.CtyType) -> str:
     if value is None:
         return "null"
     if ty is cty.STRING:
-        return cty.go_json_string(str(value))
+        return json_string(str(value))
     if ty is cty.NUMBER:
         return number_text(value)
     if ty is cty.BOOL:
@@ -263,9 +288,7 @@ def _json_text(value: object, ty: cty.CtyType) -> str:
     if isinstance(ty, cty.Tuple) and isinstance(value, list):
         return "[" + ",".join(_json_text(v, t) for v, t in zip(value, ty.elems, strict=True)) + "]"
     if isinstance(ty, cty.Object) and isinstance(value, dict):
-        members = [
-            f"{cty.go_json_string(k)}:{_json_text(value[k], ty.attrs[k])}" for k in sorted(value)
-        ]
+        members = [f"{json_string(k)}:{_json_text(value[k], ty.attrs[k])}" for k in sorted(value)]
         return "{" + ",".join(members) + "}"
     raise Unsupported(f"jsonencode() of {friendly(ty)}")
 
@@ -290,7 +313,25 @@ def _jsondecode(args: list[TV]) -> TV:
         )
     except (ValueError, InvalidOperation) as exc:
         raise _failed("jsondecode", f"not JSON: {exc}") from None
+    except RecursionError:
+        raise Unsupported(f"jsondecode() of JSON nested deeper than {MAX_DEPTH} levels") from None
+    check_json(raw)
     return _from_json(raw)
+
+
+def check_json(raw: object) -> None:
+    """Unsupported for decoded JSON nested past ``MAX_DEPTH`` or with a number past
+    :data:`MAX_EXPONENT` (checked without recursing: what follows recurses)."""
+    stack = [(raw, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise Unsupported(f"JSON nested deeper than {MAX_DEPTH} levels")
+        if isinstance(value, Mapping | list | tuple):
+            items = value.values() if isinstance(value, Mapping) else value
+            stack.extend((item, depth + 1) for item in items)
+        elif isinstance(value, Decimal):
+            number(value)
 
 
 def _bad_json(constant: str) -> object:
@@ -305,7 +346,7 @@ def _from_json(raw: object) -> TV:
     if isinstance(raw, Decimal):
         if raw.is_zero() and raw.is_signed():
             return -0.0, cty.NUMBER  # "-0": go-cty keeps the sign
-        return cty.normalize_number(raw), cty.NUMBER
+        return number(raw), cty.NUMBER
     if isinstance(raw, str):
         return raw, cty.STRING
     if isinstance(raw, list):

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Final, TypeAlias
 
+from nomad_device.golang import quote as go_quote
 from nomad_device.wire import cty
 
 __all__ = [
@@ -43,24 +44,6 @@ class _Unknown:
 
 
 UNKNOWN: Final = _Unknown()
-
-
-def go_quote(text: str) -> str:
-    """Go's ``%q`` for the plain names that appear in messages."""
-    out = ['"']
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
 
 
 class ConversionError(ValueError):

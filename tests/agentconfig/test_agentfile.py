@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from nomad_device.cli import hclconfig
-from nomad_device.wire.hcldec import JValue
+from nomad_device.agentconfig import agentfile
+from nomad_device.agentconfig.hcldec import JValue
 
 AGENT = """
 data_dir = "/opt/nomad"
@@ -45,7 +45,7 @@ def plain(value: JValue | None) -> object:
 
 
 def test_selects_the_block_named_after_the_executable() -> None:
-    agent = hclconfig.parse_agent_text(AGENT, "agent.hcl")
+    agent = agentfile.parse_agent_text(AGENT, "agent.hcl")
     block = agent.select(["/usr/lib/nomad/plugins/nomad-device-example"], None)
     assert block.name == "nomad-device-example"
     assert block.args == ["-v", "--fast"]
@@ -53,40 +53,46 @@ def test_selects_the_block_named_after_the_executable() -> None:
 
 
 def test_selects_by_name_and_accepts_config_as_an_attribute() -> None:
-    block = hclconfig.parse_agent_text(AGENT, "agent.hcl").select(["x"], "other")
+    block = agentfile.parse_agent_text(AGENT, "agent.hcl").select(["x"], "other")
     assert plain(block.config) == {"dir": "/elsewhere"}
     assert block.args is None
 
 
 def test_ambiguous_or_unknown_plugin_blocks_are_errors() -> None:
-    agent = hclconfig.parse_agent_text(AGENT, "agent.hcl")
-    with pytest.raises(hclconfig.ConfigFileError, match="choose one with --plugin-name"):
+    agent = agentfile.parse_agent_text(AGENT, "agent.hcl")
+    with pytest.raises(agentfile.ConfigFileError, match="choose one with --plugin-name"):
         agent.select(["./mystery"], None)
-    with pytest.raises(hclconfig.ConfigFileError, match="no plugin block named 'nope'"):
+    with pytest.raises(agentfile.ConfigFileError, match="no plugin block named 'nope'"):
         agent.select(["./mystery"], "nope")
 
 
-def test_a_single_plugin_block_is_used_whatever_its_name() -> None:
-    text = 'plugin "renamed" {\n  config {\n    dir = "/x"\n  }\n}\n'
-    block = hclconfig.parse_agent_text(text).select(["./binary"], None)
-    assert plain(block.config) == {"dir": "/x"}
+def test_a_single_block_named_otherwise_is_not_taken() -> None:
+    # The agent skips it (one WARN) and starts the plugin with no config: so do we not.
+    text = 'plugin "nomad-device-generics" {\n  config {\n    dir = "/x"\n  }\n}\n'
+    agent = agentfile.parse_agent_text(text, "agent.hcl")
+    with pytest.raises(agentfile.ConfigFileError) as refused:
+        agent.select(["/opt/nomad/plugins/nomad-device-generic"], None)
+    assert str(refused.value).startswith(
+        'agent.hcl: no block for nomad-device-generic; did you mean "nomad-device-generics"?'
+    )
+    assert agent.select(["./nomad-device-generic"], "nomad-device-generics").name
 
 
 def test_bare_config_block() -> None:
-    block = hclconfig.parse_agent_text('config {\n  dir = "/x"\n}\n').select(["./p"], None)
+    block = agentfile.parse_agent_text('config {\n  dir = "/x"\n}\n').select(["./p"], None)
     assert block.name is None
     assert plain(block.config) == {"dir": "/x"}
 
 
 def test_plugin_block_without_config_means_defaults() -> None:
-    block = hclconfig.parse_agent_text('plugin "p" {\n  args = ["a"]\n}\n').select(["p"], None)
+    block = agentfile.parse_agent_text('plugin "p" {\n  args = ["a"]\n}\n').select(["p"], None)
     assert block.config is None
     assert block.args == ["a"]
 
 
 def test_a_file_without_plugin_or_config_is_an_error() -> None:
-    with pytest.raises(hclconfig.ConfigFileError, match="neither a plugin"):
-        hclconfig.parse_agent_text('data_dir = "/x"\n', "agent.hcl").select(["p"], None)
+    with pytest.raises(agentfile.ConfigFileError, match="neither a plugin"):
+        agentfile.parse_agent_text('data_dir = "/x"\n', "agent.hcl").select(["p"], None)
 
 
 def test_hcl1_shapes_blocks_as_lists() -> None:
@@ -99,7 +105,7 @@ def test_hcl1_shapes_blocks_as_lists() -> None:
       lab "x" "y" { f = 5 }
     }
     """
-    block = hclconfig.parse_agent_text(text).select(["p"], None)
+    block = agentfile.parse_agent_text(text).select(["p"], None)
     assert plain(block.config) == {
         "one": [{"a": 1}, {"a": 2}],
         "obj": [{"b": [{"c": 3}]}],
@@ -110,7 +116,7 @@ def test_hcl1_shapes_blocks_as_lists() -> None:
 
 def test_lines_are_kept_for_messages() -> None:
     text = 'plugin "p" {\n  config {\n    a = 1\n    b {\n    }\n  }\n}\n'
-    config = hclconfig.parse_agent_text(text).select(["p"], None).config
+    config = agentfile.parse_agent_text(text).select(["p"], None).config
     assert config is not None
     assert [(p.name, p.where.line) for p in config.props] == [("a", 3), ("b", 4)]
 
@@ -131,14 +137,14 @@ def test_lines_are_kept_for_messages() -> None:
 )
 def test_what_the_agent_refuses_is_reported_with_its_message(body: str, message: str) -> None:
     text = f'plugin "p" {{\n  config {{\n    {body}\n  }}\n}}\n'
-    with pytest.raises(hclconfig.ConfigFileError, match=message):
-        hclconfig.parse_agent_text(text, "agent.hcl")
+    with pytest.raises(agentfile.ConfigFileError, match=message):
+        agentfile.parse_agent_text(text, "agent.hcl")
 
 
 def test_hcl1_reads_what_hcl2_would_not() -> None:
     # Quoted keys, hex and octal numbers, dotted names and "1." are all HCL 1.
     text = 'config {\n  "my-key" = 0x10\n  oct = 017\n  a.b = 1.\n  t = true\n}\n'
-    block = hclconfig.parse_agent_text(text).select(["p"], None)
+    block = agentfile.parse_agent_text(text).select(["p"], None)
     assert plain(block.config) == {"my-key": 16, "oct": 15, "a.b": Decimal("1.0"), "t": True}
 
 
@@ -146,10 +152,10 @@ def test_repeated_keys_merge_as_hcl1_merges_them() -> None:
     # Lists and blocks add up; a later scalar replaces an earlier one, read as the
     # earlier one's Go type ("5" stays a string; a word where a number was fails).
     text = 'config {\n  l = [1]\n  l = [2]\n  s = "x"\n  s = 5\n  b { x = 1 }\n  b { x = 2 }\n}\n'
-    block = hclconfig.parse_agent_text(text).select(["p"], None)
+    block = agentfile.parse_agent_text(text).select(["p"], None)
     assert plain(block.config) == {"l": [1, 2], "s": "5", "b": [{"x": 1}, {"x": 2}]}
-    with pytest.raises(hclconfig.ConfigFileError, match=r'ParseInt: parsing "x": invalid syntax'):
-        hclconfig.parse_agent_text('config {\n  n = 1\n  n = "x"\n}\n')
+    with pytest.raises(agentfile.ConfigFileError, match=r'ParseInt: parsing "x": invalid syntax'):
+        agentfile.parse_agent_text('config {\n  n = 1\n  n = "x"\n}\n')
 
 
 def test_repeated_config_blocks_merge_key_by_key() -> None:
@@ -157,7 +163,7 @@ def test_repeated_config_blocks_merge_key_by_key() -> None:
         'plugin "p" {\n  config {\n    a = "1"\n    l = ["x"]\n  }\n'
         '  config {\n    a = "2"\n    b = true\n    l = ["y"]\n  }\n}\n'
     )
-    block = hclconfig.parse_agent_text(text).select(["p"], None)
+    block = agentfile.parse_agent_text(text).select(["p"], None)
     assert plain(block.config) == {"a": "2", "l": ["x", "y"], "b": True}
 
 
@@ -166,7 +172,7 @@ def test_a_second_plugin_block_with_the_same_label_replaces_the_first_whole() ->
         'plugin "p" {\n  args = ["-v"]\n  config {\n    a = 1\n    b = 2\n  }\n}\n'
         'plugin "p" {\n  config {\n    a = 3\n  }\n}\n'
     )
-    agent = hclconfig.parse_agent_text(text, "agent.hcl")
+    agent = agentfile.parse_agent_text(text, "agent.hcl")
     block = agent.select(["p"], None)
     assert (block.args, plain(block.config), block.line, block.shadowed) == (None, {"a": 3}, 8, [1])
     assert agent.warnings == [
@@ -176,13 +182,13 @@ def test_a_second_plugin_block_with_the_same_label_replaces_the_first_whole() ->
 
 
 def test_keys_a_plugin_block_does_not_know_are_ignored_by_the_agent_with_a_warning() -> None:
-    agent = hclconfig.parse_agent_text('plugin "p" {\n  arg = ["x"]\n}\n', "agent.hcl")
+    agent = agentfile.parse_agent_text('plugin "p" {\n  arg = ["x"]\n}\n', "agent.hcl")
     assert agent.select(["p"], None).args is None
     assert agent.warnings == [
         'agent.hcl:1: plugin "p": the agent ignores "arg" (did you mean "args"?)'
     ]
     # HCL 1 reads numbers in args as their text.
-    agent = hclconfig.parse_agent_text('plugin "p" {\n  args = [1, true]\n}\n', "agent.hcl")
+    agent = agentfile.parse_agent_text('plugin "p" {\n  args = [1, true]\n}\n', "agent.hcl")
     assert agent.select(["p"], None).args == ["1", "true"]
 
 
@@ -195,21 +201,21 @@ def test_a_json_agent_file_in_the_list_of_objects_form() -> None:
     text = (
         '{"plugin": [{"p": [{"args": ["-v"], "config": [{"device": [{"kvm": [{"share": 4}]}]}]}]}]}'
     )
-    block = hclconfig.parse_agent_text(text, "agent.json").select(["p"], None)
+    block = agentfile.parse_agent_text(text, "agent.json").select(["p"], None)
     assert block.args == ["-v"]
     assert plain(block.config) == {"device": [{"kvm": [{"share": 4}]}]}
 
 
 def test_a_json_agent_file_with_a_flat_config_in_the_nested_object_form() -> None:
     text = '{"plugin": {"p": {"config": {"dir": "/srv", "n": 1.5, "off": null}}}}'
-    block = hclconfig.parse_agent_text(text, "agent.json").select(["p"], None)
+    block = agentfile.parse_agent_text(text, "agent.json").select(["p"], None)
     # JSON's null reads as an empty string in HCL 1.
     assert plain(block.config) == {"dir": "/srv", "n": Decimal("1.5"), "off": ""}
 
 
 def test_nested_objects_in_a_json_agent_file_are_read_as_labels_and_refused() -> None:
-    with pytest.raises(hclconfig.ConfigFileError) as raised:
-        hclconfig.parse_agent_text(NESTED_JSON, "agent.json")
+    with pytest.raises(agentfile.ConfigFileError) as raised:
+        agentfile.parse_agent_text(NESTED_JSON, "agent.json")
     assert raised.value.agent == "unexpected keys device, kvm"
     assert str(raised.value).startswith(
         "agent.json: the agent refuses to start: unexpected keys device, kvm\n  hint: "
@@ -218,22 +224,22 @@ def test_nested_objects_in_a_json_agent_file_are_read_as_labels_and_refused() ->
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(hclconfig.ConfigFileError, match="cannot read"):
-        hclconfig.parse_agent_file(tmp_path / "nope.hcl")
+    with pytest.raises(agentfile.ConfigFileError, match="cannot read"):
+        agentfile.parse_agent_file(tmp_path / "nope.hcl")
 
 
 def test_json_config() -> None:
-    assert plain(hclconfig.load_json_config('{"a": [1, {"b": null}]}')) == {"a": [1, {"b": None}]}
-    with pytest.raises(hclconfig.ConfigFileError, match="must be a JSON object"):
-        hclconfig.load_json_config("[1]")
-    with pytest.raises(hclconfig.ConfigFileError, match="invalid JSON"):
-        hclconfig.load_json_config("{")
+    assert plain(agentfile.load_json_config('{"a": [1, {"b": null}]}')) == {"a": [1, {"b": None}]}
+    with pytest.raises(agentfile.ConfigFileError, match="must be a JSON object"):
+        agentfile.load_json_config("[1]")
+    with pytest.raises(agentfile.ConfigFileError, match="invalid JSON"):
+        agentfile.load_json_config("{")
 
 
 def test_json_config_from_a_file(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
     path.write_text('{"dir": "/x"}')
-    assert plain(hclconfig.load_json_config(f"@{path}")) == {"dir": "/x"}
+    assert plain(agentfile.load_json_config(f"@{path}")) == {"dir": "/x"}
 
 
 def test_agent_files_need_no_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -246,7 +252,7 @@ def test_agent_files_need_no_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
-    assert plain(hclconfig.parse_agent_text("config {\n a = 1\n}\n").select([], None).config) == {
+    assert plain(agentfile.parse_agent_text("config {\n a = 1\n}\n").select([], None).config) == {
         "a": 1
     }
 
@@ -281,28 +287,30 @@ plugin "nomad-device-example" {
     ],
 )
 def test_a_python_plugin_gets_the_block_named_after_its_script(command: list[str]) -> None:
-    block = hclconfig.parse_agent_text(MULTI, "multi.hcl").select(command, None)
+    block = agentfile.parse_agent_text(MULTI, "multi.hcl").select(command, None)
     assert block.name == "license_seats"
     assert plain(block.config) == {"seats": 3}
 
 
 def test_the_exact_file_name_wins_over_the_name_without_py() -> None:
     text = MULTI + 'plugin "license_seats.py" {\n  config {\n    seats = 9\n  }\n}\n'
-    block = hclconfig.parse_agent_text(text).select(["python3", "license_seats.py"], None)
+    block = agentfile.parse_agent_text(text).select(["python3", "license_seats.py"], None)
     assert block.name == "license_seats.py"
     # A block named after the file without .py is not taken for a file without it.
-    block = hclconfig.parse_agent_text(text).select(["./license_seats"], None)
+    block = agentfile.parse_agent_text(text).select(["./license_seats"], None)
     assert block.name == "license_seats"
 
 
 def test_an_ambiguous_python_plugin_names_the_script_not_the_interpreter() -> None:
-    agent = hclconfig.parse_agent_text(MULTI, "multi.hcl")
-    with pytest.raises(hclconfig.ConfigFileError) as failed:
+    agent = agentfile.parse_agent_text(MULTI, "multi.hcl")
+    with pytest.raises(agentfile.ConfigFileError) as failed:
         agent.select(["/usr/bin/python3", "other.py"], None)
-    assert "none is named after 'other.py' or 'other'" in str(failed.value)
+    assert 'no block for other.py or other; found "license_seats", "nomad-device-example"' in (
+        str(failed.value)
+    )
     assert "python3" not in str(failed.value)
 
 
 def test_nomad_strips_exe_from_the_file_name() -> None:
-    block = hclconfig.parse_agent_text(MULTI).select([r"nomad-device-example.exe"], None)
+    block = agentfile.parse_agent_text(MULTI).select([r"nomad-device-example.exe"], None)
     assert block.name == "nomad-device-example"

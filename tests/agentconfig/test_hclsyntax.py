@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from nomad_device.wire import agentfile
+from nomad_device.agentconfig import agentfile
 
 
 def _body(*lines: str) -> str:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from agentgen import TEMPLATED
 
-from nomad_device.cli import hclconfig
-from nomad_device.wire import cty
-from nomad_device.wire.hcldec import (
+from nomad_device.agentconfig import agentfile
+from nomad_device.agentconfig.hcldec import (
     Decoded,
     SchemaError,
     compile_spec,
@@ -15,6 +14,7 @@ from nomad_device.wire.hcldec import (
     encode,
     from_python,
 )
+from nomad_device.wire import cty
 from nomad_device.wire.hclspec import (
     Array,
     Attr,
@@ -45,7 +45,7 @@ EXAMPLE = Object(
 
 def decode_hcl(spec: Spec, body: str, origin: str = "agent.hcl") -> Decoded:
     text = f'plugin "p" {{\n  config {{\n{body}\n  }}\n}}\n'
-    block = hclconfig.parse_agent_text(text, origin).select(["p"], None)
+    block = agentfile.parse_agent_text(text, origin).select(["p"], None)
     return decode(compile_spec(spec), block.config)
 
 
@@ -81,7 +81,7 @@ def test_json_null_takes_the_default() -> None:
 
 def test_hcl_null_is_refused_as_the_agent_refuses_it() -> None:
     # HCL 1 has no null: the agent's parser stops at the word, and so do we.
-    with pytest.raises(hclconfig.ConfigFileError) as raised:
+    with pytest.raises(agentfile.ConfigFileError) as raised:
         decode_hcl(EXAMPLE, "    dir = null")
     message = str(raised.value)
     assert message.startswith("agent.hcl:3: invalid HCL, the agent refuses to start: At 3:11: ")
@@ -505,13 +505,13 @@ def test_heredocs_and_escapes() -> None:
 def test_json_config_is_the_body_itself() -> None:
     spec = Object({"n": Attr("n", "number"), "limits": LIMITS.attributes["limits"]})
     decoded = decode(
-        compile_spec(spec), hclconfig.load_json_config('{"n": "7", "limits": {"max": 1}}')
+        compile_spec(spec), agentfile.load_json_config('{"n": "7", "limits": {"max": 1}}')
     )
     assert decoded.value == {"n": 7, "limits": {"max": 1, "mode": "fast"}}
 
 
 def test_json_errors_name_the_key_path() -> None:
-    body = hclconfig.load_json_config('{"limits": {"max": "x"}}')
+    body = agentfile.load_json_config('{"limits": {"max": "x"}}')
     decoded = decode(compile_spec(LIMITS), body)
     assert [d.render("--config-json") for d in decoded.diagnostics] == [
         "--config-json: limits.max: Incorrect attribute value type: Inappropriate value for "
@@ -520,7 +520,7 @@ def test_json_errors_name_the_key_path() -> None:
 
 
 def test_json_numbers_keep_full_precision() -> None:
-    body = hclconfig.load_json_config('{"n": 0.1000000000000000000001}')
+    body = agentfile.load_json_config('{"n": 0.1000000000000000000001}')
     decoded = decode(compile_spec(Object({"n": Attr("n", "number")})), body)
     assert encode(decoded) == b"\x81\xa1n" + b"\xb8" + b"0.1000000000000000000001"
 
