@@ -49,8 +49,15 @@ class Layout:
 
 
 def _bridge(tree: FakeTree, address: str, parent: str) -> None:
-    """A PCIe port or switch port: a function of its own, bound to pcieport."""
-    tree.pci(address, 0x1022, 0x1483, 0x060400, driver="pcieport", parent=parent, link=Link())
+    """A PCIe port or switch port: a function of its own, bound to pcieport, with AER
+    counters of its own; a root port (right below its root complex) also has the totals
+    of what it received from below. As QEMU's root ports have them under a real kernel
+    (tests/kernel), where an error a port detects is counted on the port alone."""
+    root = {f"aer_rootport_total_err_{which}": "0\n" for which in ("cor", "fatal", "nonfatal")}
+    tree.pci(
+        address, 0x1022, 0x1483, 0x060400, driver="pcieport", parent=parent, link=Link(),
+        aer=(0, 0), files=root if "/" not in parent else None,
+    )  # fmt: skip
 
 
 def amd_rocm(tree: FakeTree, per_socket: int = 1) -> Layout:

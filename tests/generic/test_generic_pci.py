@@ -322,6 +322,34 @@ def test_aer_errors_make_a_device_unhealthy_until_quiet(launch: Launcher, tree: 
         wait_for(stream, lambda g: devices(g, key)["0000:03:00.0"].healthy)
 
 
+def test_an_aer_error_on_a_port_above_makes_the_devices_below_unhealthy(
+    launch: Launcher, tree: FakeTree
+) -> None:
+    """A real kernel counts an error a root port detects on its link on the port alone,
+    resets the link and fails the recovery of the device below, whose own counts stay
+    at zero (tests/kernel/test_kernel_aer.py): the GPU below that port turns unhealthy,
+    the GPU on the other socket does not."""
+    layout = amd_rocm(tree)
+    trigger = pci_uevent_file()
+    port = tree.sys / "devices" / "pci0000:00" / "0000:00:01.1"
+    launched = launch(COMMAND, env={**os.environ, **tree.env})
+    launched.client.set_config(
+        preset_config_with("amd", 'recovery_quiet_period = "1s"\n    fingerprint_period = "1h"')
+    )
+    key = "amd/gpu/instinct"
+    with launched.client.fingerprint() as stream:
+        assert all(d.healthy for d in devices(stream.next(15), key).values())
+        tree.aer(port, 1, 0)
+        announce(trigger)
+        groups = wait_for(stream, lambda g: not devices(g, key)["0000:03:00.0"].healthy)
+        assert reason(groups, key, "0000:03:00.0").startswith(
+            "PCIe AER reported 1 fatal error on 0000:00:01.1 (the port above it) at "
+        )
+        assert devices(groups, key)["0000:c3:00.0"].healthy
+        assert layout.functions["0000:03:00.0"].syspath.is_relative_to(port)
+        wait_for(stream, lambda g: devices(g, key)["0000:03:00.0"].healthy)
+
+
 def test_a_degraded_link_when_the_block_asks(launch: Launcher, tree: FakeTree) -> None:
     handle = tree.pci(
         "0000:41:00.0", 0x1AC1, 0x089A, 0x088000, driver="apex",

@@ -371,6 +371,49 @@ def test_aer_marks() -> None:
     assert marks.judge(aer_function(9, 9), 60, 104.0, at) is None  # forgotten: a baseline
 
 
+def test_aer_marks_count_the_ports_above() -> None:
+    """A real kernel (tests/kernel/test_kernel_aer.py) counts an error a root port detects
+    on the port alone, while it resets the link below: the device below is affected."""
+    ident = PciIdentity("0000:03:00.0", "/x", 1, 2, 0x038000, None, None, "amdgpu")
+
+    def below(own: int, root: tuple[int, int], switch: tuple[int, int] = (0, 0)) -> PciFunction:
+        ports = (("0000:02:00.0", *switch), ("0000:00:01.1", *root))
+        return PciFunction(ident, aer_fatal=own, aer_nonfatal=0, upstream_aer=ports)
+
+    marks = AerMarks()
+    assert marks.judge(below(0, (2, 0)), 60, 0.0, "T") is None  # the baseline, ports too
+    assert marks.judge(below(0, (3, 0)), 60, 1.0, "T") == (
+        "PCIe AER reported 1 fatal error on 0000:00:01.1 (the port above it) at T"
+    )
+    assert marks.judge(below(1, (3, 2), (0, 1)), 60, 2.0, "U") == (
+        "PCIe AER reported 1 fatal error"
+        " and 1 non-fatal error on 0000:02:00.0 (the port above it)"
+        " and 2 non-fatal errors on 0000:00:01.1 (the port above it) at U"
+    )
+    assert marks.judge(below(1, (3, 2), (0, 1)), 60, 62.0, "V") is None
+    marks.keep([])
+    assert marks.judge(below(5, (9, 9)), 60, 63.0, "W") is None  # forgotten: baselines
+
+
+def test_the_ports_above_a_function_and_their_aer_totals(tmp_path: Path) -> None:
+    roots = Roots("/dev", str(tmp_path))
+    port = tmp_path / "devices" / "pci0000:00" / "0000:00:01.1"
+    port.mkdir(parents=True)
+    (port / "aer_dev_fatal").write_text(aer_text(4, "fatal"))
+    (port / "aer_dev_nonfatal").write_text(aer_text(6, "nonfatal"))
+    switch = port / "0000:01:00.0"  # a port without AER: skipped
+    switch.mkdir()
+    function = switch / "0000:02:00.0"
+    function.mkdir()
+    for name, text in (("vendor", "0x1002"), ("device", "0x740f"), ("class", "0x038000")):
+        (function / name).write_text(text + "\n")
+    listing = tmp_path / "bus" / "pci" / "devices"
+    listing.mkdir(parents=True)
+    (listing / "0000:02:00.0").symlink_to(os.path.relpath(function, listing))
+    (ident,) = pci_functions(roots)
+    assert read_function(roots, ident).upstream_aer == (("0000:00:01.1", 4, 6),)
+
+
 def test_an_idle_vfio_function_reads_disabled_and_is_fine() -> None:
     ident = PciIdentity("0000:65:00.0", "/x", 0x10DE, 0x2230, 0x030000, None, None, "vfio-pci")
     function = PciFunction(ident, enabled=False, iommu_group="35")

@@ -12,7 +12,12 @@ or the drivers' own:
 - locality: ``numa_node`` (``-1``: the platform says nothing);
 - state: ``enable``, ``current_link_speed`` / ``_width``, ``max_link_speed``
   / ``_width`` (PCIe only), ``aer_dev_fatal`` / ``aer_dev_nonfatal`` (their
-  ``TOTAL_ERR_*`` lines; only where AER is on), ``iommu_group``;
+  ``TOTAL_ERR_*`` lines; only where AER is on), ``iommu_group``; and the same
+  two AER totals of each port above it (the functions its sysfs directory is
+  below): an error a port detects on its link is counted on the port alone,
+  while the kernel's recovery resets or stops everything below it (seen on a
+  real kernel: a fatal error on a root port leaves the device's own counts at
+  zero, its link reset and its recovery failed);
 - memory, where the driver publishes it: amdgpu's ``mem_info_vram_total``,
   xe's ``tile<N>/physical_vram_size_bytes`` (summed over tiles), and the
   ``drm/card<N>/lmem_total_bytes`` of Intel's out-of-tree i915 (per tile,
@@ -141,6 +146,8 @@ class PciFunction:
     link: PciLink = PciLink()
     aer_fatal: int | None = None
     aer_nonfatal: int | None = None
+    #: The ports above it, nearest first: address, fatal and non-fatal AER totals.
+    upstream_aer: tuple[tuple[str, int | None, int | None], ...] = ()
     iommu_group: str | None = None
     memory_bytes: int | None = None
     memory_source: str = ""  # the file(s) it was read from, relative to the function
@@ -266,6 +273,19 @@ def _aer_total(syspath: str, which: str) -> int | None:
     return None
 
 
+def _upstream_aer(syspath: str) -> tuple[tuple[str, int | None, int | None], ...]:
+    """The AER totals of the ports the function is below (its ancestors in
+    ``/sys/devices`` named as PCI functions), nearest first; ports without AER skipped."""
+    out = []
+    parent = os.path.dirname(os.path.realpath(syspath))
+    while PCI_ADDRESS.fullmatch(os.path.basename(parent)):
+        fatal, nonfatal = _aer_total(parent, "fatal"), _aer_total(parent, "nonfatal")
+        if fatal is not None or nonfatal is not None:
+            out.append((os.path.basename(parent).lower(), fatal, nonfatal))
+        parent = os.path.dirname(parent)
+    return tuple(out)
+
+
 def _memory(syspath: str) -> tuple[int | None, str]:
     """VRAM in bytes where the driver says it, and where it said it."""
     amd = read_int(os.path.join(syspath, "mem_info_vram_total"))
@@ -338,6 +358,7 @@ def read_function(roots: Roots, ident: PciIdentity) -> PciFunction:
         link=_link(path),
         aer_fatal=_aer_total(path, "fatal"),
         aer_nonfatal=_aer_total(path, "nonfatal"),
+        upstream_aer=_upstream_aer(path),
         iommu_group=group,
         memory_bytes=memory,
         memory_source=source,
