@@ -236,6 +236,46 @@ def test_a_function_read_from_sysfs(tmp_path: Path) -> None:
     assert [(n.devname, n.major, n.minor) for n in function.nodes] == [("dri/renderD128", 226, 128)]
 
 
+def _node(path: Path, devname: str, numbers: str, subsystem: str) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "dev").write_text(numbers + "\n")
+    (path / "uevent").write_text(f"DEVNAME={devname}\n")
+    (path / "subsystem").symlink_to(f"/sys/class/{subsystem}")
+
+
+def test_nvme_namespaces_multipath_puts_under_the_subsystem(tmp_path: Path) -> None:
+    """As a real kernel lays out a controller in a subsystem (tests/kernel): the
+    controller below the function, its hidden path device (no node) too, the namespace's
+    block and generic nodes under /sys/devices/virtual/nvme-subsystem."""
+    roots = Roots("/dev", str(tmp_path))
+    path = function_dir(tmp_path, "0000:05:00.0", {"vendor": "0x1b36", "device": "0x0010"})
+    controller = path / "nvme" / "nvme1"
+    _node(controller, "nvme1", "246:1", "nvme")
+    (controller / "nvme1c1n1").mkdir()  # the path device: no dev file
+    subsystem = tmp_path / "devices" / "virtual" / "nvme-subsystem" / "nvme-subsys1"
+    _node(subsystem / "nvme1n1", "nvme1n1", "259:1", "block")
+    _node(subsystem / "nvme1n1" / "nvme1n1p1", "nvme1n1p1", "259:2", "block")
+    _node(subsystem / "ng1n1", "ng1n1", "245:1", "nvme-generic")
+    (subsystem / "nvme1").symlink_to(os.path.relpath(controller, subsystem))
+    listing = tmp_path / "class" / "nvme-subsystem"
+    listing.mkdir(parents=True)
+    (listing / "nvme-subsys1").symlink_to(os.path.relpath(subsystem, listing))
+
+    (ident,) = pci_functions(roots)
+    nodes = [(n.devname, n.kind) for n in read_function(roots, ident).nodes]
+    assert nodes == [
+        ("nvme1", "char"),
+        ("ng1n1", "char"),
+        ("nvme1n1", "block"),
+        ("nvme1n1p1", "block"),
+    ]
+
+    # A second controller in the subsystem (true multipath): the namespace is no one
+    # function's, and the controller brings its own node alone.
+    (subsystem / "nvme2").symlink_to(os.path.relpath(controller, subsystem))
+    assert [n.devname for n in read_function(roots, ident).nodes] == ["nvme1"]
+
+
 def test_vram_of_xe_and_of_intels_i915(tmp_path: Path) -> None:
     roots = Roots("/dev", str(tmp_path))
     function_dir(tmp_path, "0000:03:00.0", {

@@ -28,7 +28,12 @@ or the drivers' own:
   Another PCI function below (behind a bridge) is a device of its own and is
   not entered; symlinks are never followed. A function bound to a VFIO
   driver brings its IOMMU group's node (``/dev/vfio/<group>``, or
-  ``noiommu-<group>``) and the container node ``/dev/vfio/vfio``.
+  ``noiommu-<group>``) and the container node ``/dev/vfio/vfio``. An NVMe
+  controller whose subsystem says it may have several controllers has its
+  namespaces (``nvme0n1``, ``ng0n1``) under the subsystem in
+  ``/sys/devices/virtual/nvme-subsystem`` instead (native multipath, a real
+  kernel shows): they are the function's while the subsystem has no other
+  controller.
 
 Reads never raise: a function can vanish half-way through a scan.
 """
@@ -75,6 +80,10 @@ _BRIDGE_CLASS: Final = 0x0604
 _VFIO_NEUTRAL: Final = frozenset({"pci-stub", "pcieport"})
 _SPEED: Final = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")
 _AER_TOTALS: Final = {"fatal": "TOTAL_ERR_FATAL", "nonfatal": "TOTAL_ERR_NONFATAL"}
+#: In an NVMe subsystem's directory: its controllers, and its namespaces' block and
+#: generic nodes.
+_NVME_CONTROLLER: Final = re.compile(r"nvme\d+")
+_NVME_NAMESPACE: Final = re.compile(r"(?:nvme|ng)\d+n\d+")
 #: PCIe generation by transfer rate (GT/s).
 _GENERATIONS: Final = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 #: MB/s per lane by generation, as Nomad's NVIDIA plugin counts them from gen 3
@@ -362,10 +371,47 @@ def read_function(roots: Roots, ident: PciIdentity) -> PciFunction:
         iommu_group=group,
         memory_bytes=memory,
         memory_source=source,
-        nodes=tuple(descendant_nodes(path, _is_function)) if os.path.isdir(path) else (),
+        nodes=_nodes(roots, path),
         vfio_nodes=_vfio_nodes(roots, group) if vfio and group else (),
         vfio_blockers=_vfio_blockers(roots, group, ident.address) if vfio and group else (),
     )
+
+
+def _nodes(roots: Roots, syspath: str) -> tuple[SysNode, ...]:
+    """The function's own nodes, then those of the NVMe namespaces that are its alone."""
+    if not os.path.isdir(syspath):
+        return ()
+    own = descendant_nodes(syspath, _is_function)
+    controllers = [n.devname for n in own if n.subsystem == "nvme"]
+    return tuple(own + [n for c in controllers for n in _nvme_namespaces(roots, c)])
+
+
+def _nvme_namespaces(roots: Roots, controller: str) -> list[SysNode]:
+    """The nodes of the namespaces of ``controller``'s subsystem, when native multipath
+    put them under the subsystem and the subsystem has no other controller (a namespace
+    reachable through several functions is no one function's)."""
+    base = os.path.join(roots.sys, "class", "nvme-subsystem")
+    try:
+        subsystems = sorted(os.listdir(base))
+    except OSError:
+        return []
+    for name in subsystems:
+        path = os.path.join(base, name)
+        try:
+            entries = sorted(os.listdir(path))
+        except OSError:
+            continue
+        if controller not in entries:
+            continue
+        if [e for e in entries if _NVME_CONTROLLER.fullmatch(e)] != [controller]:
+            return []
+        return [
+            node
+            for e in entries
+            if _NVME_NAMESPACE.fullmatch(e)
+            for node in descendant_nodes(os.path.join(path, e))
+        ]
+    return []
 
 
 def _is_function(name: str) -> bool:
