@@ -170,7 +170,7 @@ def test_intel_gpus_bring_card_and_render_nodes_only(launch: Launcher, tree: Fak
     assert group.attributes["pci_bandwidth"] == Attribute(256, "MB/s")  # 2.5 GT/s x1
     assert group.attributes["numa_node"] == Attribute(0)
     assert group.attributes["pci_device_name"] == Attribute("DG2 [Arc A770]")
-    # nodes = ["card*", "renderD*"]: the connector's i2c-3 and drm_dp_aux0 stay out.
+    # nodes = ["card*", "renderD*"]: the connector's i2c-3 and drm_dp_aux0, and fb0, stay out.
     assert launched.client.reserve([device.id]).devices == specs(layout, tree, device.id)
 
 
