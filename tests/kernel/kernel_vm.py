@@ -73,10 +73,11 @@ mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=loose hostroo
 mount -t proc proc /host/proc
 mount -t sysfs sysfs /host/sys
 mount -t devtmpfs devtmpfs /host/dev
-mount -t tmpfs -o mode=1777 tmpfs /host/tmp
+# The guest writes only to /run (a checkout under the host's /tmp stays visible).
 mount -t tmpfs -o mode=0755 tmpfs /host/run
+mkdir -m 1777 /host/run/tmp
 echo "guest: starting the agent"
-chroot /host /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TMPDIR=/tmp \
+chroot /host /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TMPDIR=/run/tmp \
     PYTHONDONTWRITEBYTECODE=1 "$PYTHON" "$AGENT" "$MODULES"
 echo "guest: the agent exited with status $?"
 poweroff -f

@@ -58,7 +58,7 @@ def test_each_disk_has_its_node_and_check_pairs_them(
     }
     launcher = PLUGIN[0].rsplit("/", 1)[0] + "/nomad-device-launcher"
     script = (
-        f"cd /tmp && printf %s {shlex.quote(json.dumps(job))} > job.json && "
+        f'cd "$TMPDIR" && printf %s {shlex.quote(json.dumps(job))} > job.json && '
         f"{launcher} check --enterprise --json job.json"
         f" --config-json {shlex.quote(json.dumps(config))} nomad-device-generic; true"
     )
