@@ -13,8 +13,10 @@ PCI functions (:meth:`FakeTree.pci`) follow the layout of this VM's own
 decimal text with a newline, the ``driver`` link into ``/sys/bus/pci/drivers``,
 ``/sys/bus/pci/devices/<address>`` linking to the directory, nodes in child
 directories such as ``virtio1/block/vda``); the PCIe files this VM lacks
-(``current_link_speed`` ..., ``aer_dev_fatal``, ``iommu_group``) are written
-in the format the kernel's ``Documentation/ABI/testing/sysfs-bus-pci*`` gives.
+(``current_link_speed`` ..., ``aer_dev_*``, ``iommu_group``) are written as
+Debian's 6.1 kernel writes them for QEMU's PCIe devices and root ports in the
+real-kernel tier (``tests/kernel``), which also showed what ``enable`` reads
+under VFIO and ``pci-stub`` and that ports carry AER counters of their own.
 """
 
 from __future__ import annotations
@@ -62,17 +64,26 @@ class Link:
     max_width: int = 16
 
 
-_AER_FATAL = (
+#: The lines of ``aer_dev_fatal`` and ``aer_dev_nonfatal`` as Debian's 6.1.0-57 kernel
+#: writes them (tests/kernel), before the total.
+_AER_UNCORRECTABLE = (
     "Undefined", "DLP", "SDES", "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF",
     "MalfTLP", "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP", "AtomicOpBlocked",
-    "TLPBlockedErr", "PoisonTLPBlocked",
+    "TLPBlockedErr", "PoisonTLPBlocked", "DMWrReqBlocked", "IDECheck", "MisIDETLP",
+    "PCRC_CHECK", "TLPXlatBlocked",
+)  # fmt: skip
+#: ... and of ``aer_dev_correctable``.
+_AER_CORRECTABLE = (
+    "RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF",
 )  # fmt: skip
 
 
 def aer_text(total: int, which: str) -> str:
-    """``aer_dev_fatal`` / ``aer_dev_nonfatal``: one line per error kind, then the total."""
-    lines = [f"{name} 0" for name in _AER_FATAL]
-    lines.append(f"TOTAL_ERR_{which.upper()} {total}")
+    """``aer_dev_fatal`` / ``_nonfatal`` / ``_correctable``: one line per error kind, then
+    the total (``TOTAL_ERR_FATAL``, ``TOTAL_ERR_NONFATAL``, ``TOTAL_ERR_COR``)."""
+    names = _AER_CORRECTABLE if which == "correctable" else _AER_UNCORRECTABLE
+    lines = [f"{name} 0" for name in names]
+    lines.append(f"TOTAL_ERR_{'COR' if which == 'correctable' else which.upper()} {total}")
     return "\n".join(lines) + "\n"
 
 
@@ -338,11 +349,12 @@ class FakeTree:
         staged.write_text(value + "\n")
         staged.replace(handle.syspath / name)
 
-    def aer(self, syspath: Path, fatal: int, nonfatal: int) -> None:
+    def aer(self, syspath: Path, fatal: int, nonfatal: int, correctable: int = 0) -> None:
         """The AER totals; each file replaced whole, as a read of the kernel's is whole."""
         for name, text in (
             ("aer_dev_fatal", aer_text(fatal, "fatal")),
             ("aer_dev_nonfatal", aer_text(nonfatal, "nonfatal")),
+            ("aer_dev_correctable", aer_text(correctable, "correctable")),
         ):
             if (syspath / name).exists() and (syspath / name).read_text() == text:
                 continue
@@ -353,7 +365,9 @@ class FakeTree:
     def bind(self, handle: PciHandle, driver: str | None) -> None:
         """Bind ``driver`` (None: unbind), as ``/sys/bus/pci/drivers/<name>/bind`` would:
         the ``driver`` link, ``enable``, and the ``uevent`` the kernel writes from them
-        (``pci_uevent``: ``DRIVER`` while bound, then the IDs, as on this VM)."""
+        (``pci_uevent``: ``DRIVER`` while bound, then the IDs and the modalias). As a
+        real kernel shows (tests/kernel): a function bound to a VFIO driver or to
+        ``pci-stub`` reads ``enable`` 0, since neither enables it when it binds."""
         path = handle.syspath
         link = path / "driver"
         if link.is_symlink():
@@ -361,17 +375,23 @@ class FakeTree:
         if driver is not None:
             target = mkdirs(self.sys / "bus" / "pci" / "drivers" / driver)
             link.symlink_to(os.path.relpath(target, path))
-        (path / "enable").write_text("1\n" if driver else "0\n")
+        enables = driver is not None and "vfio" not in driver and driver != "pci-stub"
+        (path / "enable").write_text("1\n" if enables else "0\n")
 
         def hexattr(name: str) -> int:
             return int((path / name).read_text(), 16)
 
+        code = hexattr("class")
+        vendor, device = hexattr("vendor"), hexattr("device")
+        sub_vendor, sub_device = hexattr("subsystem_vendor"), hexattr("subsystem_device")
         lines = [f"DRIVER={driver}"] if driver else []
         lines += [
-            f"PCI_CLASS={hexattr('class'):X}",
-            f"PCI_ID={hexattr('vendor'):04X}:{hexattr('device'):04X}",
-            f"PCI_SUBSYS_ID={hexattr('subsystem_vendor'):04X}:{hexattr('subsystem_device'):04X}",
+            f"PCI_CLASS={code:X}",
+            f"PCI_ID={vendor:04X}:{device:04X}",
+            f"PCI_SUBSYS_ID={sub_vendor:04X}:{sub_device:04X}",
             f"PCI_SLOT_NAME={handle.address}",
+            f"MODALIAS=pci:v{vendor:08X}d{device:08X}sv{sub_vendor:08X}sd{sub_device:08X}"
+            f"bc{code >> 16:02X}sc{code >> 8 & 0xFF:02X}i{code & 0xFF:02X}",
         ]
         (path / "uevent").write_text("\n".join(lines) + "\n")
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from fake_tree import FakeTree, Link, PciHandle
 
 DRM_MAJOR = 226
+FB_MAJOR = 29
 I2C_MAJOR = 89
 GIB = 1 << 30
 
@@ -49,8 +50,15 @@ class Layout:
 
 
 def _bridge(tree: FakeTree, address: str, parent: str) -> None:
-    """A PCIe port or switch port: a function of its own, bound to pcieport."""
-    tree.pci(address, 0x1022, 0x1483, 0x060400, driver="pcieport", parent=parent, link=Link())
+    """A PCIe port or switch port: a function of its own, bound to pcieport, with AER
+    counters of its own; a root port (right below its root complex) also has the totals
+    of what it received from below. As QEMU's root ports have them under a real kernel
+    (tests/kernel), where an error a port detects is counted on the port alone."""
+    root = {f"aer_rootport_total_err_{which}": "0\n" for which in ("cor", "fatal", "nonfatal")}
+    tree.pci(
+        address, 0x1022, 0x1483, 0x060400, driver="pcieport", parent=parent, link=Link(),
+        aer=(0, 0), files=root if "/" not in parent else None,
+    )  # fmt: skip
 
 
 def amd_rocm(tree: FakeTree, per_socket: int = 1) -> Layout:
@@ -97,8 +105,9 @@ def amd_rocm(tree: FakeTree, per_socket: int = 1) -> Layout:
 def intel_gpu(tree: FakeTree) -> Layout:
     """An Arc A770 (8086:56a0) on xe, with a DisplayPort connector: xe's DRM device on the
     function (``drm/card0``, ``drm/renderD<N>``, as in the sysfs spec of Intel's GPU plugin,
-    ``cmd/gpu_fakedev``), its connector's i2c-dev and DP AUX nodes below the card, and
-    ``tile0/physical_vram_size_bytes`` (``xe_tile_sysfs.c``)."""
+    ``cmd/gpu_fakedev``), its connector's i2c-dev and DP AUX nodes below the card, its
+    framebuffer (``graphics/fb0``), and ``tile0/physical_vram_size_bytes``
+    (``xe_tile_sysfs.c``)."""
     handle = tree.pci(
         "0000:83:00.0", 0x8086, 0x56A0, 0x030000,
         subsystem=(0x8086, 0x1020), driver="xe", numa_node=0,
@@ -112,6 +121,9 @@ def intel_gpu(tree: FakeTree) -> Layout:
                   subsystem="i2c-dev")  # fmt: skip
     tree.pci_node(handle, "drm/card0/card0-DP-1/drm_dp_aux0", "drm_dp_aux0", 237, 0,
                   subsystem="drm_dp_aux_dev")  # fmt: skip
+    # DRM's fbdev emulation registers the framebuffer on the function too, as a real
+    # kernel shows for virtio-gpu and bochs-drm (tests/kernel): the preset leaves it out.
+    tree.pci_node(handle, "graphics/fb0", "fb0", FB_MAJOR, 0, subsystem="graphics")
     grants = ["/dev/" + str(p.relative_to(tree.dev)) for p in (card, render)]
     return Layout({handle.address: handle}, {handle.address: grants})
 

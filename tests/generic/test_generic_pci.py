@@ -170,7 +170,7 @@ def test_intel_gpus_bring_card_and_render_nodes_only(launch: Launcher, tree: Fak
     assert group.attributes["pci_bandwidth"] == Attribute(256, "MB/s")  # 2.5 GT/s x1
     assert group.attributes["numa_node"] == Attribute(0)
     assert group.attributes["pci_device_name"] == Attribute("DG2 [Arc A770]")
-    # nodes = ["card*", "renderD*"]: the connector's i2c-3 and drm_dp_aux0 stay out.
+    # nodes = ["card*", "renderD*"]: the connector's i2c-3 and drm_dp_aux0, and fb0, stay out.
     assert launched.client.reserve([device.id]).devices == specs(layout, tree, device.id)
 
 
@@ -319,6 +319,34 @@ def test_aer_errors_make_a_device_unhealthy_until_quiet(launch: Launcher, tree: 
         announce(trigger)
         groups = wait_for(stream, lambda g: not devices(g, key)["0000:03:00.0"].healthy)
         assert reason(groups, key, "0000:03:00.0").startswith("PCIe AER reported 1 fatal error")
+        wait_for(stream, lambda g: devices(g, key)["0000:03:00.0"].healthy)
+
+
+def test_an_aer_error_on_a_port_above_makes_the_devices_below_unhealthy(
+    launch: Launcher, tree: FakeTree
+) -> None:
+    """A real kernel counts an error a root port detects on its link on the port alone,
+    resets the link and fails the recovery of the device below, whose own counts stay
+    at zero (tests/kernel/test_kernel_aer.py): the GPU below that port turns unhealthy,
+    the GPU on the other socket does not."""
+    layout = amd_rocm(tree)
+    trigger = pci_uevent_file()
+    port = tree.sys / "devices" / "pci0000:00" / "0000:00:01.1"
+    launched = launch(COMMAND, env={**os.environ, **tree.env})
+    launched.client.set_config(
+        preset_config_with("amd", 'recovery_quiet_period = "1s"\n    fingerprint_period = "1h"')
+    )
+    key = "amd/gpu/instinct"
+    with launched.client.fingerprint() as stream:
+        assert all(d.healthy for d in devices(stream.next(15), key).values())
+        tree.aer(port, 1, 0)
+        announce(trigger)
+        groups = wait_for(stream, lambda g: not devices(g, key)["0000:03:00.0"].healthy)
+        assert reason(groups, key, "0000:03:00.0").startswith(
+            "PCIe AER reported 1 fatal error on 0000:00:01.1 (the port above it) at "
+        )
+        assert devices(groups, key)["0000:c3:00.0"].healthy
+        assert layout.functions["0000:03:00.0"].syspath.is_relative_to(port)
         wait_for(stream, lambda g: devices(g, key)["0000:03:00.0"].healthy)
 
 

@@ -236,6 +236,46 @@ def test_a_function_read_from_sysfs(tmp_path: Path) -> None:
     assert [(n.devname, n.major, n.minor) for n in function.nodes] == [("dri/renderD128", 226, 128)]
 
 
+def _node(path: Path, devname: str, numbers: str, subsystem: str) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "dev").write_text(numbers + "\n")
+    (path / "uevent").write_text(f"DEVNAME={devname}\n")
+    (path / "subsystem").symlink_to(f"/sys/class/{subsystem}")
+
+
+def test_nvme_namespaces_multipath_puts_under_the_subsystem(tmp_path: Path) -> None:
+    """As a real kernel lays out a controller in a subsystem (tests/kernel): the
+    controller below the function, its hidden path device (no node) too, the namespace's
+    block and generic nodes under /sys/devices/virtual/nvme-subsystem."""
+    roots = Roots("/dev", str(tmp_path))
+    path = function_dir(tmp_path, "0000:05:00.0", {"vendor": "0x1b36", "device": "0x0010"})
+    controller = path / "nvme" / "nvme1"
+    _node(controller, "nvme1", "246:1", "nvme")
+    (controller / "nvme1c1n1").mkdir()  # the path device: no dev file
+    subsystem = tmp_path / "devices" / "virtual" / "nvme-subsystem" / "nvme-subsys1"
+    _node(subsystem / "nvme1n1", "nvme1n1", "259:1", "block")
+    _node(subsystem / "nvme1n1" / "nvme1n1p1", "nvme1n1p1", "259:2", "block")
+    _node(subsystem / "ng1n1", "ng1n1", "245:1", "nvme-generic")
+    (subsystem / "nvme1").symlink_to(os.path.relpath(controller, subsystem))
+    listing = tmp_path / "class" / "nvme-subsystem"
+    listing.mkdir(parents=True)
+    (listing / "nvme-subsys1").symlink_to(os.path.relpath(subsystem, listing))
+
+    (ident,) = pci_functions(roots)
+    nodes = [(n.devname, n.kind) for n in read_function(roots, ident).nodes]
+    assert nodes == [
+        ("nvme1", "char"),
+        ("ng1n1", "char"),
+        ("nvme1n1", "block"),
+        ("nvme1n1p1", "block"),
+    ]
+
+    # A second controller in the subsystem (true multipath): the namespace is no one
+    # function's, and the controller brings its own node alone.
+    (subsystem / "nvme2").symlink_to(os.path.relpath(controller, subsystem))
+    assert [n.devname for n in read_function(roots, ident).nodes] == ["nvme1"]
+
+
 def test_vram_of_xe_and_of_intels_i915(tmp_path: Path) -> None:
     roots = Roots("/dev", str(tmp_path))
     function_dir(tmp_path, "0000:03:00.0", {
@@ -369,6 +409,49 @@ def test_aer_marks() -> None:
     marks.keep([])
     assert marks.deadline() is None
     assert marks.judge(aer_function(9, 9), 60, 104.0, at) is None  # forgotten: a baseline
+
+
+def test_aer_marks_count_the_ports_above() -> None:
+    """A real kernel (tests/kernel/test_kernel_aer.py) counts an error a root port detects
+    on the port alone, while it resets the link below: the device below is affected."""
+    ident = PciIdentity("0000:03:00.0", "/x", 1, 2, 0x038000, None, None, "amdgpu")
+
+    def below(own: int, root: tuple[int, int], switch: tuple[int, int] = (0, 0)) -> PciFunction:
+        ports = (("0000:02:00.0", *switch), ("0000:00:01.1", *root))
+        return PciFunction(ident, aer_fatal=own, aer_nonfatal=0, upstream_aer=ports)
+
+    marks = AerMarks()
+    assert marks.judge(below(0, (2, 0)), 60, 0.0, "T") is None  # the baseline, ports too
+    assert marks.judge(below(0, (3, 0)), 60, 1.0, "T") == (
+        "PCIe AER reported 1 fatal error on 0000:00:01.1 (the port above it) at T"
+    )
+    assert marks.judge(below(1, (3, 2), (0, 1)), 60, 2.0, "U") == (
+        "PCIe AER reported 1 fatal error"
+        " and 1 non-fatal error on 0000:02:00.0 (the port above it)"
+        " and 2 non-fatal errors on 0000:00:01.1 (the port above it) at U"
+    )
+    assert marks.judge(below(1, (3, 2), (0, 1)), 60, 62.0, "V") is None
+    marks.keep([])
+    assert marks.judge(below(5, (9, 9)), 60, 63.0, "W") is None  # forgotten: baselines
+
+
+def test_the_ports_above_a_function_and_their_aer_totals(tmp_path: Path) -> None:
+    roots = Roots("/dev", str(tmp_path))
+    port = tmp_path / "devices" / "pci0000:00" / "0000:00:01.1"
+    port.mkdir(parents=True)
+    (port / "aer_dev_fatal").write_text(aer_text(4, "fatal"))
+    (port / "aer_dev_nonfatal").write_text(aer_text(6, "nonfatal"))
+    switch = port / "0000:01:00.0"  # a port without AER: skipped
+    switch.mkdir()
+    function = switch / "0000:02:00.0"
+    function.mkdir()
+    for name, text in (("vendor", "0x1002"), ("device", "0x740f"), ("class", "0x038000")):
+        (function / name).write_text(text + "\n")
+    listing = tmp_path / "bus" / "pci" / "devices"
+    listing.mkdir(parents=True)
+    (listing / "0000:02:00.0").symlink_to(os.path.relpath(function, listing))
+    (ident,) = pci_functions(roots)
+    assert read_function(roots, ident).upstream_aer == (("0000:00:01.1", 4, 6),)
 
 
 def test_an_idle_vfio_function_reads_disabled_and_is_fine() -> None:

@@ -14,7 +14,8 @@ Node checks are cheap and run on every scan. For each node a device brings:
 A PCI function is checked as a whole first (:func:`pci_problem`): the
 driver its block names is bound, it is enabled, a VFIO group can be owned
 (every other member bound to a VFIO driver, ``pci-stub`` or nothing, bridges
-aside), its AER error counters have not risen lately (:class:`AerMarks`), and,
+aside), its AER error counters and those of the ports above it have not risen
+lately (:class:`AerMarks`), and,
 if the block asks, its link runs at full speed and width.
 
 A CDI device is checked by :func:`cdi_problem`: the edits Nomad cannot make
@@ -232,32 +233,41 @@ class _AerMark:
 class AerMarks:
     """Rises of each function's AER counters, and how long they keep it unhealthy.
 
-    The first counts seen for a function (at plugin start, or when it appears)
-    are its baseline: errors from before are history, not news. A rise of the
-    fatal or non-fatal total marks it unhealthy until ``quiet`` seconds pass
-    without another; a count that falls (the function was removed and came
-    back) is a new baseline, and one that cannot be read keeps the last.
-    Correctable errors are not counted: the link recovered from them by itself.
+    A function's own fatal and non-fatal totals count, and so do those of each
+    port above it: an error a port detects on its link is counted on the port
+    alone, yet the kernel's recovery resets or stops everything below it. The
+    first counts seen for a function (at plugin start, or when it appears) are
+    its baseline: errors from before are history, not news. A rise marks it
+    unhealthy until ``quiet`` seconds pass without another; a count that falls
+    (the function was removed and came back) is a new baseline, and one that
+    cannot be read keeps the last. Correctable errors are not counted: the link
+    recovered from them by itself.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts: dict[str, _Counts] = {}
+        self._counts: dict[tuple[str, str], _Counts] = {}  # (function, "" or its port)
         self._marks: dict[str, _AerMark] = {}
 
     def judge(self, function: PciFunction, quiet: float, now: float, stamp: str) -> str | None:
         """The reason a rise makes ``function`` unhealthy now, or None."""
         key = function.address
+        sources = [("", function.aer_fatal, function.aer_nonfatal), *function.upstream_aer]
         with self._lock:
-            before = self._counts.get(key)
-            counts = _Counts(function.aer_fatal, function.aer_nonfatal)
-            if before is not None:  # a count that cannot be read now is no count of zero
-                counts = _Counts(
-                    before.fatal if counts.fatal is None else counts.fatal,
-                    before.nonfatal if counts.nonfatal is None else counts.nonfatal,
-                )
-            self._counts[key] = counts
-            rises = [] if before is None else _rises(before, counts)
+            rises = []
+            for port, fatal, nonfatal in sources:
+                before = self._counts.get((key, port))
+                counts = _Counts(fatal, nonfatal)
+                if before is not None:  # a count that cannot be read now is no count of zero
+                    counts = _Counts(
+                        before.fatal if counts.fatal is None else counts.fatal,
+                        before.nonfatal if counts.nonfatal is None else counts.nonfatal,
+                    )
+                self._counts[(key, port)] = counts
+                found = [] if before is None else _rises(before, counts)
+                if found and port:
+                    found[-1] += f" on {port} (the port above it)"
+                rises += found
             if rises:
                 reason = f"PCIe AER reported {' and '.join(rises)} at {stamp}"
                 self._marks[key] = _AerMark(reason, now + quiet)
@@ -278,9 +288,10 @@ class AerMarks:
         """Forget functions no longer present: one that comes back starts afresh."""
         wanted = set(addresses)
         with self._lock:
-            for table in (self._counts, self._marks):
-                for key in [k for k in table if k not in wanted]:
-                    del table[key]
+            for key in [k for k in self._counts if k[0] not in wanted]:
+                del self._counts[key]
+            for address in [a for a in self._marks if a not in wanted]:
+                del self._marks[address]
 
 
 def _rises(before: _Counts, now: _Counts) -> list[str]:

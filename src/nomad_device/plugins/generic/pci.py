@@ -12,7 +12,12 @@ or the drivers' own:
 - locality: ``numa_node`` (``-1``: the platform says nothing);
 - state: ``enable``, ``current_link_speed`` / ``_width``, ``max_link_speed``
   / ``_width`` (PCIe only), ``aer_dev_fatal`` / ``aer_dev_nonfatal`` (their
-  ``TOTAL_ERR_*`` lines; only where AER is on), ``iommu_group``;
+  ``TOTAL_ERR_*`` lines; only where AER is on), ``iommu_group``; and the same
+  two AER totals of each port above it (the functions its sysfs directory is
+  below): an error a port detects on its link is counted on the port alone,
+  while the kernel's recovery resets or stops everything below it (seen on a
+  real kernel: a fatal error on a root port leaves the device's own counts at
+  zero, its link reset and its recovery failed);
 - memory, where the driver publishes it: amdgpu's ``mem_info_vram_total``,
   xe's ``tile<N>/physical_vram_size_bytes`` (summed over tiles), and the
   ``drm/card<N>/lmem_total_bytes`` of Intel's out-of-tree i915 (per tile,
@@ -23,7 +28,12 @@ or the drivers' own:
   Another PCI function below (behind a bridge) is a device of its own and is
   not entered; symlinks are never followed. A function bound to a VFIO
   driver brings its IOMMU group's node (``/dev/vfio/<group>``, or
-  ``noiommu-<group>``) and the container node ``/dev/vfio/vfio``.
+  ``noiommu-<group>``) and the container node ``/dev/vfio/vfio``. An NVMe
+  controller whose subsystem says it may have several controllers has its
+  namespaces (``nvme0n1``, ``ng0n1``) under the subsystem in
+  ``/sys/devices/virtual/nvme-subsystem`` instead (native multipath, a real
+  kernel shows): they are the function's while the subsystem has no other
+  controller.
 
 Reads never raise: a function can vanish half-way through a scan.
 """
@@ -71,6 +81,10 @@ _BRIDGE_CLASS: Final = 0x0604
 _VFIO_NEUTRAL: Final = frozenset({"pci-stub", "pcieport"})
 _SPEED: Final = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")
 _AER_TOTALS: Final = {"fatal": "TOTAL_ERR_FATAL", "nonfatal": "TOTAL_ERR_NONFATAL"}
+#: In an NVMe subsystem's directory: its controllers, and its namespaces' block and
+#: generic nodes.
+_NVME_CONTROLLER: Final = re.compile(r"nvme\d+")
+_NVME_NAMESPACE: Final = re.compile(r"(?:nvme|ng)\d+n\d+")
 #: PCIe generation by transfer rate (GT/s).
 _GENERATIONS: Final = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 #: MB/s per lane by generation, as Nomad's NVIDIA plugin counts them from gen 3
@@ -142,6 +156,8 @@ class PciFunction:
     link: PciLink = PciLink()
     aer_fatal: int | None = None
     aer_nonfatal: int | None = None
+    #: The ports above it, nearest first: address, fatal and non-fatal AER totals.
+    upstream_aer: tuple[tuple[str, int | None, int | None], ...] = ()
     iommu_group: str | None = None
     memory_bytes: int | None = None
     memory_source: str = ""  # the file(s) it was read from, relative to the function
@@ -274,6 +290,19 @@ def _aer_total(syspath: str, which: str) -> int | None:
     return None
 
 
+def _upstream_aer(syspath: str) -> tuple[tuple[str, int | None, int | None], ...]:
+    """The AER totals of the ports the function is below (its ancestors in
+    ``/sys/devices`` named as PCI functions), nearest first; ports without AER skipped."""
+    out = []
+    parent = os.path.dirname(os.path.realpath(syspath))
+    while PCI_ADDRESS.fullmatch(os.path.basename(parent)):
+        fatal, nonfatal = _aer_total(parent, "fatal"), _aer_total(parent, "nonfatal")
+        if fatal is not None or nonfatal is not None:
+            out.append((os.path.basename(parent).lower(), fatal, nonfatal))
+        parent = os.path.dirname(parent)
+    return tuple(out)
+
+
 def _memory(syspath: str) -> tuple[int | None, str]:
     """VRAM in bytes where the driver says it, and where it said it."""
     amd = read_int(os.path.join(syspath, "mem_info_vram_total"))
@@ -346,13 +375,51 @@ def read_function(roots: Roots, ident: PciIdentity) -> PciFunction:
         link=_link(path),
         aer_fatal=_aer_total(path, "fatal"),
         aer_nonfatal=_aer_total(path, "nonfatal"),
+        upstream_aer=_upstream_aer(path),
         iommu_group=group,
         memory_bytes=memory,
         memory_source=source,
-        nodes=tuple(descendant_nodes(path, _is_function)) if os.path.isdir(path) else (),
+        nodes=_nodes(roots, path),
         vfio_nodes=_vfio_nodes(roots, group) if vfio and group else (),
         vfio_blockers=_vfio_blockers(roots, group, ident.address) if vfio and group else (),
     )
+
+
+def _nodes(roots: Roots, syspath: str) -> tuple[SysNode, ...]:
+    """The function's own nodes, then those of the NVMe namespaces that are its alone."""
+    if not os.path.isdir(syspath):
+        return ()
+    own = descendant_nodes(syspath, _is_function)
+    controllers = [n.devname for n in own if n.subsystem == "nvme"]
+    return tuple(own + [n for c in controllers for n in _nvme_namespaces(roots, c)])
+
+
+def _nvme_namespaces(roots: Roots, controller: str) -> list[SysNode]:
+    """The nodes of the namespaces of ``controller``'s subsystem, when native multipath
+    put them under the subsystem and the subsystem has no other controller (a namespace
+    reachable through several functions is no one function's)."""
+    base = os.path.join(roots.sys, "class", "nvme-subsystem")
+    try:
+        subsystems = sorted(os.listdir(base))
+    except OSError:
+        return []
+    for name in subsystems:
+        path = os.path.join(base, name)
+        try:
+            entries = sorted(os.listdir(path))
+        except OSError:
+            continue
+        if controller not in entries:
+            continue
+        if [e for e in entries if _NVME_CONTROLLER.fullmatch(e)] != [controller]:
+            return []
+        return [
+            node
+            for e in entries
+            if _NVME_NAMESPACE.fullmatch(e)
+            for node in descendant_nodes(os.path.join(path, e))
+        ]
+    return []
 
 
 def _is_function(name: str) -> bool:

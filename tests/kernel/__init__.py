@@ -1,0 +1,1 @@
+"""The real-kernel tier: nomad-device-generic in a Debian kernel under QEMU (tests/kernel)."""
