@@ -329,6 +329,8 @@ def test_a_device_named_by_two_blocks_belongs_to_the_first(launch: Launcher, hos
 # ------------------------------------------------------------- launcher, check, conformance
 
 GENERIC = [sys.executable, "-m", "nomad_device.plugins.generic"]
+#: The agent file's block for it (run as ``python -m``, it has no file name to match).
+NAME = "nomad-device-generic"
 
 
 def launcher(host: Host, *args: str) -> subprocess.CompletedProcess[str]:
@@ -336,7 +338,7 @@ def launcher(host: Host, *args: str) -> subprocess.CompletedProcess[str]:
     command = [str(script)] if script.is_file() else [sys.executable, "-m", "nomad_device.cli"]
     env = {**os.environ, **host.tree.env, "NO_COLOR": "1"}
     return subprocess.run(
-        [*command, *args, "--", *GENERIC],
+        [*command, *args, "--plugin-name", NAME, "--", *GENERIC],
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )  # fmt: skip
 
@@ -406,7 +408,7 @@ def test_check_places_cdi_devices_and_explains_refused_ones(host: Host, tmp_path
 def test_the_plugin_conforms_with_a_cdi_block(host: Host, tmp_path: Path) -> None:
     host.spec([host.gpu(0), host.gpu(1, hooks=HOOKS)], edits=host.common())
     agent = agent_file(host, tmp_path)
-    options = SuiteOptions(config_file=agent, env={**os.environ, **host.tree.env})
+    options = SuiteOptions(config_file=agent, env={**os.environ, **host.tree.env}, plugin_name=NAME)
     report = run_conformance(GENERIC, options)
     report.assert_ok()
     assert "2 device(s)" in report.result("device-groups-valid").summary
