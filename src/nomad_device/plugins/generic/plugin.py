@@ -26,12 +26,14 @@ a lock.
 **A device that vanishes after it was reserved.** Nomad never tells a plugin
 that an allocation ended, so "allocated" can only mean "named by a Reserve
 call since the plugin started". Such a device does not silently disappear from
-the node: it stays, unhealthy, with the reason ``not present since <time>``,
-for ``vanished_grace`` (default 5 minutes), so the operator sees what the
-running task lost; if it comes back meanwhile it is simply healthy again, and
-after the grace period it is dropped. A device never reserved is dropped at
-once. Reserve refuses a vanished device (FAILED_PRECONDITION), so a restarting
-task fails clearly instead of starting without it.
+the node: it stays, unhealthy, with the reason ``not present since <time>``
+(a PCI function another driver took: ``bound to <driver>, not <the block's>,
+since <time>``), for ``vanished_grace`` (default 5 minutes), so the operator
+sees what the running task lost; if it comes back meanwhile it is simply
+healthy again, and after the grace period it is dropped. A device never
+reserved is dropped at once. Reserve refuses a vanished device
+(FAILED_PRECONDITION), so a restarting task fails clearly instead of starting
+without it.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from nomad_device.plugins.generic.health import (
     unmatched_nodes,
 )
 from nomad_device.plugins.generic.inventory import Entry, Snapshot
+from nomad_device.plugins.generic.pci import identity_at
 from nomad_device.plugins.generic.probes import (
     MAX_CONCURRENT_PROBES,
     Prober,
@@ -74,6 +77,9 @@ from nomad_device.plugins.generic.probes import (
 from nomad_device.plugins.generic.reservation import reserve, rfc3339
 from nomad_device.plugins.generic.roots import Roots
 from nomad_device.plugins.generic.stats import collect
+
+if TYPE_CHECKING:
+    from nomad_device.sources import UEvent
 
 __all__ = ["PLUGIN_NAME", "PLUGIN_VERSION", "GenericDevicePlugin"]
 
@@ -287,8 +293,21 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
             deadline = old.missing_deadline
         if now >= deadline:
             return None
-        reason = f"not present since {rfc3339(since)}"
-        return Entry(kind, old.found, False, reason, since, deadline, old.probe)
+        return Entry(
+            kind, old.found, False, self._absence(old.found, since), since, deadline, old.probe
+        )
+
+    def _absence(self, found: Found, since: float) -> str:
+        """Why a device is no longer offered: it is gone, or a PCI function that is still
+        there is bound to another driver than its block's (or otherwise left it)."""
+        when = rfc3339(since)
+        ident = identity_at(self.roots, found.pci.address) if found.pci is not None else None
+        if ident is None:
+            return f"not present since {when}"
+        driver = ident.driver or "no driver"
+        if found.expect_driver is not None and ident.driver != found.expect_driver:
+            return f"bound to {driver}, not {found.expect_driver}, since {when}"
+        return f"present but no longer the block's since {when} (the plugin's log says why)"
 
     def _arm_timer(self, deadline: float) -> None:
         """Rescan when the first vanished device's grace period ends (or an AER mark's)."""
