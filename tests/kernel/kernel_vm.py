@@ -594,11 +594,11 @@ class GuestPlugin:
 def encode_agent_text(text: str) -> bytes:
     """An agent file's ``nomad-device-generic`` block as the SetConfig bytes a Nomad
     agent sends (decoded against the plugin's schema as the agent decodes it)."""
-    from nomad_device.cli import hclconfig
+    from nomad_device.agentconfig import agentfile
+    from nomad_device.agentconfig.hcldec import compile_spec, decode, encode
     from nomad_device.plugins.generic.plugin import GenericDevicePlugin
-    from nomad_device.wire.hcldec import compile_spec, decode, encode
 
-    block = hclconfig.parse_agent_text(text, "agent.hcl").select(["nomad-device-generic"], None)
+    block = agentfile.parse_agent_text(text, "agent.hcl").select(["nomad-device-generic"], None)
     decoded = decode(compile_spec(GenericDevicePlugin().config_schema()), block.config)
     assert decoded.ok, [d.render("agent.hcl") for d in decoded.diagnostics]
     return encode(decoded)
