@@ -435,6 +435,84 @@ def test_aer_marks_count_the_ports_above() -> None:
     assert marks.judge(below(5, (9, 9)), 60, 63.0, "W") is None  # forgotten: baselines
 
 
+ROOT = "/devices/pci0000:00"
+PORT = f"{ROOT}/0000:00:01.1"
+FAILED = "the kernel's PCIe error recovery failed"
+UNTIL = "; unhealthy until the function is removed and rescanned, bound again, or recovered"
+
+
+def function_at(address: str, devpath: str, fatal: int = 0) -> PciFunction:
+    ident = PciIdentity(address, "/x", 1, 2, 0x038000, None, None, "amdgpu")
+    return PciFunction(ident, aer_fatal=fatal, aer_nonfatal=0, devpath=devpath)
+
+
+def test_a_failed_recovery_holds_until_the_function_is_made_anew() -> None:
+    """The kernel's FAILED_RECOVERY for a port marks every function below it, however
+    quiet it stays; only a sign of the function made anew (added, bound, recovered)
+    lifts it, for that function alone."""
+    gpu, other = (
+        function_at("0000:03:00.0", f"{PORT}/0000:03:00.0"),
+        function_at("0000:04:00.0", f"{PORT}/0000:04:00.0"),
+    )
+    elsewhere = function_at("0000:c3:00.0", f"{ROOT}/0000:00:02.1/0000:c3:00.0")
+    marks = AerMarks()
+    marks.keep([gpu, other, elsewhere])
+    for f in (gpu, other, elsewhere):
+        assert marks.judge(f, 60, 0.0, "T") is None
+    marks.uevent("change", PORT, "BEGIN_RECOVERY", "S")  # the start says nothing yet
+    marks.uevent("change", "/devices/virtual/mem/null", "", "S")
+    assert marks.judge(gpu, 60, 1.0, "T") is None
+    marks.uevent("change", PORT, "FAILED_RECOVERY", "F")
+    sick = f"{FAILED} on 0000:00:01.1 (the port above it) at F{UNTIL}"
+    assert marks.judge(gpu, 60, 2.0, "T") == sick
+    assert marks.judge(other, 60, 2.0, "T") == sick
+    assert marks.judge(elsewhere, 60, 2.0, "T") is None
+    assert marks.deadline() is None  # no timer: it does not wear off
+    assert marks.judge(gpu, 60, 1e6, "T") == sick
+    # An AER rise meanwhile comes first, while its quiet period lasts.
+    assert marks.judge(function_at(gpu.address, gpu.devpath, 1), 60, 1e6, "U") == (
+        f"PCIe AER reported 1 fatal error at U; {sick}"
+    )
+    assert marks.judge(function_at(gpu.address, gpu.devpath, 1), 60, 2e6, "U") == sick
+    # A recovery of another function, or a driver bound to the port, lifts nothing.
+    marks.uevent("change", f"{PORT}/0000:05:00.0", "SUCCESSFUL_RECOVERY", "R")
+    marks.uevent("bind", PORT, "", "R")
+    assert marks.judge(gpu, 60, 2e6, "T") == sick
+    # The GPU is removed and rescanned (a new device); its neighbour is bound again.
+    marks.uevent("remove", gpu.devpath, "", "R")
+    marks.uevent("add", gpu.devpath, "", "R")
+    marks.uevent("bind", other.devpath, "", "R")
+    assert marks.judge(gpu, 60, 2e6, "T") is None
+    assert marks.judge(other, 60, 2e6, "T") is None
+    # A second failure marks them again; SUCCESSFUL_RECOVERY of the function lifts it.
+    marks.uevent("change", gpu.devpath, "FAILED_RECOVERY", "G")
+    assert marks.judge(gpu, 60, 2e6, "T") == f"{FAILED} at G{UNTIL}"
+    assert marks.judge(other, 60, 2e6, "T") is None
+    marks.uevent("change", gpu.devpath, "SUCCESSFUL_RECOVERY", "R")
+    assert marks.judge(gpu, 60, 2e6, "T") is None
+
+
+def test_a_function_seen_gone_is_new_when_it_comes_back() -> None:
+    """Without the uevents (a buffer overflow), a scan that finds the function gone is
+    the sign: what comes back at that place is a new device. Failures above nothing
+    offered are forgotten."""
+    gpu, other = (
+        function_at("0000:03:00.0", f"{PORT}/0000:03:00.0"),
+        function_at("0000:04:00.0", f"{PORT}/0000:04:00.0"),
+    )
+    marks = AerMarks()
+    marks.keep([gpu, other])
+    marks.uevent("change", PORT, "FAILED_RECOVERY", "F")
+    assert marks.judge(gpu, 60, 0.0, "T") is not None
+    marks.keep([other])  # the GPU was removed
+    marks.keep([gpu, other])  # ... and rescanned
+    assert marks.judge(gpu, 60, 1.0, "T") is None
+    assert marks.judge(other, 60, 1.0, "T") is not None
+    marks.keep([])  # nothing below the port any more: the failure goes
+    marks.keep([gpu, other])
+    assert marks.judge(other, 60, 2.0, "T") is None
+
+
 def test_the_ports_above_a_function_and_their_aer_totals(tmp_path: Path) -> None:
     roots = Roots("/dev", str(tmp_path))
     port = tmp_path / "devices" / "pci0000:00" / "0000:00:01.1"
@@ -451,7 +529,10 @@ def test_the_ports_above_a_function_and_their_aer_totals(tmp_path: Path) -> None
     listing.mkdir(parents=True)
     (listing / "0000:02:00.0").symlink_to(os.path.relpath(function, listing))
     (ident,) = pci_functions(roots)
-    assert read_function(roots, ident).upstream_aer == (("0000:00:01.1", 4, 6),)
+    function = read_function(roots, ident)
+    assert function.upstream_aer == (("0000:00:01.1", 4, 6),)
+    # As a uevent's DEVPATH names it: where the kernel's recovery outcome is sent.
+    assert function.devpath == "/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:00.0"
 
 
 def test_an_idle_vfio_function_reads_disabled_and_is_fine() -> None:

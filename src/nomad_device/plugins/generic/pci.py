@@ -158,6 +158,8 @@ class PciFunction:
     aer_nonfatal: int | None = None
     #: The ports above it, nearest first: address, fatal and non-fatal AER totals.
     upstream_aer: tuple[tuple[str, int | None, int | None], ...] = ()
+    #: Where it is below /sys, as a uevent's ``DEVPATH`` names it (``/devices/pci0000:00/...``).
+    devpath: str = ""
     iommu_group: str | None = None
     memory_bytes: int | None = None
     memory_source: str = ""  # the file(s) it was read from, relative to the function
@@ -290,11 +292,12 @@ def _aer_total(syspath: str, which: str) -> int | None:
     return None
 
 
-def _upstream_aer(syspath: str) -> tuple[tuple[str, int | None, int | None], ...]:
-    """The AER totals of the ports the function is below (its ancestors in
-    ``/sys/devices`` named as PCI functions), nearest first; ports without AER skipped."""
+def _upstream_aer(real: str) -> tuple[tuple[str, int | None, int | None], ...]:
+    """The AER totals of the ports the function (its real directory) is below (its
+    ancestors in ``/sys/devices`` named as PCI functions), nearest first; ports without
+    AER skipped."""
     out = []
-    parent = os.path.dirname(os.path.realpath(syspath))
+    parent = os.path.dirname(real)
     while PCI_ADDRESS.fullmatch(os.path.basename(parent)):
         fatal, nonfatal = _aer_total(parent, "fatal"), _aer_total(parent, "nonfatal")
         if fatal is not None or nonfatal is not None:
@@ -368,6 +371,7 @@ def read_function(roots: Roots, ident: PciIdentity) -> PciFunction:
         group = None
     memory, source = _memory(path)
     vfio = is_vfio_driver(ident.driver) and group is not None
+    real = os.path.realpath(path)
     return PciFunction(
         ident=ident,
         numa_node=numa if numa is not None and numa >= 0 else None,
@@ -375,7 +379,8 @@ def read_function(roots: Roots, ident: PciIdentity) -> PciFunction:
         link=_link(path),
         aer_fatal=_aer_total(path, "fatal"),
         aer_nonfatal=_aer_total(path, "nonfatal"),
-        upstream_aer=_upstream_aer(path),
+        upstream_aer=_upstream_aer(real),
+        devpath="/" + os.path.relpath(real, os.path.realpath(roots.sys)),
         iommu_group=group,
         memory_bytes=memory,
         memory_source=source,

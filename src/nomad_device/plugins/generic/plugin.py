@@ -43,7 +43,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from nomad_device.errors import FailedPrecondition, InvalidArgument
 from nomad_device.model import DeviceGroup, DeviceGroupStats, Reservation
@@ -141,7 +141,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self._pci_warned: set[str] = set()  # blocks told "no PCI function matches"
         self._aer = AerMarks()
         self._prober = Prober(self, self.rescan, self.log)
-        self._events = EventWatch(self.roots, self.rescan)
+        self._events = EventWatch(self.roots, self.rescan, self._pci_event)
         # Node verdicts of CDI devices within one scan (they share their spec's nodes).
         self._cdi_verdicts: dict[tuple[int, str], str | None] = {}
 
@@ -218,7 +218,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         entries: list[Entry] = []
         targets: dict[Key, ProbeTarget] = {}
         functions = [f.pci for fs in scan.found.values() for f in fs if f.pci is not None]
-        self._aer.keep(f.address for f in functions)
+        self._aer.keep(functions)
         for kind in settings.kinds:
             mine: list[Entry] = []
             seen: set[Key] = set()
@@ -400,6 +400,11 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         are the plugin's for its whole life (:mod:`.probes`).
         """
         await self._events.run(self._watched_kinds)
+
+    def _pci_event(self, event: UEvent) -> None:
+        """The kernel's word on an error recovery, or a function added or bound anew."""
+        error = event.properties.get("ERROR_EVENT", "")
+        self._aer.uevent(event.action, event.devpath, error, rfc3339(time.time()))
 
     def _watched_kinds(self) -> Sequence[Kind]:
         settings = self._settings
