@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from fake_tree import aer_text
+from fake_tree import FakeTree, aer_text
 from generic_support import encode_agent_text
 
 from nomad_device.errors import InvalidArgument
@@ -533,6 +533,51 @@ def test_the_ports_above_a_function_and_their_aer_totals(tmp_path: Path) -> None
     assert function.upstream_aer == (("0000:00:01.1", 4, 6),)
     # As a uevent's DEVPATH names it: where the kernel's recovery outcome is sent.
     assert function.devpath == "/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:00.0"
+
+
+def test_what_config_space_says_of_a_function_its_driver_enabled(tmp_path: Path) -> None:
+    """The Command register of a function its driver enabled has memory decoding on;
+    a reset nothing restored (a failed recovery) clears it, a dead link reads all ones.
+    Functions VFIO has, that no driver enabled, or that sleep are not read."""
+    tree = FakeTree(tmp_path)
+    roots = Roots(str(tree.dev), str(tree.sys))
+    gpu = tree.pci("0000:03:00.0", 0x1002, 0x740F, 0x038000, driver="amdgpu")
+    vfio = tree.pci("0000:65:00.0", 0x10DE, 0x2230, 0x030000, driver="vfio-pci")
+    idle = tree.pci("0000:66:00.0", 0x10DE, 0x2230, 0x030000)
+
+    def read(address: str) -> PciFunction:
+        (ident,) = [i for i in pci_functions(roots) if i.address == address]
+        return read_function(roots, ident)
+
+    def verdict(address: str) -> str | None:
+        function = read(address)
+        return pci_problem(Found("x", address, "pci", (), pci=function), False, None)
+
+    assert (read(gpu.address).answers, read(gpu.address).decodes) == (True, True)
+    tree.config(gpu, command=0)
+    assert (read(gpu.address).answers, read(gpu.address).decodes) == (True, False)
+    assert verdict(gpu.address) == (
+        "0000:03:00.0 lost its configuration: amdgpu enabled it, yet it decodes neither"
+        " memory nor I/O (as a reset leaves it: a failed error recovery?)"
+    )
+    # Asleep (runtime suspended): a read could wake it from D3cold, so none is made.
+    (gpu.syspath / "power").mkdir()
+    (gpu.syspath / "power" / "runtime_status").write_text("suspended\n")
+    assert (read(gpu.address).answers, read(gpu.address).decodes) == (None, None)
+    (gpu.syspath / "power" / "runtime_status").write_text("active\n")
+    assert read(gpu.address).decodes is False
+    # No BAR with a range: nothing to decode, nothing to say.
+    (gpu.syspath / "resource").write_text(f"0x{0:016x} 0x{0:016x} 0x{0:016x}\n" * 17)
+    assert read(gpu.address).decodes is None
+    tree.config(gpu, dead=True)
+    assert read(gpu.address).answers is False
+    assert verdict(gpu.address) == "0000:03:00.0 does not answer: its config space reads all ones"
+    tree.config(gpu)  # removed and rescanned: configured anew (it has no node here)
+    assert verdict(gpu.address) == "0000:03:00.0 has no device node of its own (bound to amdgpu)"
+    # VFIO's user owns the Command register; an idle function was enabled by no driver.
+    for handle in (vfio, idle):
+        tree.config(handle, command=0)
+        assert (read(handle.address).answers, read(handle.address).decodes) == (None, None)
 
 
 def test_an_idle_vfio_function_reads_disabled_and_is_fine() -> None:

@@ -1,5 +1,5 @@
 """The kernel's PCIe error recovery, over the real wire: a recovery that failed keeps a
-function unhealthy until it is made anew.
+function unhealthy until it is made anew, and a plugin started later sees what it left.
 
 The uevents are the kernel's own: handed to it in the plugin's network namespace,
 which it broadcasts as it broadcasts those of a real recovery (generic_support's
@@ -21,10 +21,13 @@ import pytest
 from conftest import Launched, Launcher
 from fake_tree import FakeTree, require_root
 from generic_support import (
+    COMMAND,
     NETNS,
     Groups,
     KernelUevents,
+    announce,
     devices,
+    pci_uevent_file,
     preset_config_with,
     require_netns,
     wait_for,
@@ -144,3 +147,29 @@ def test_a_failed_recovery_of_the_function_until_it_is_bound_again_or_recovers(
         wait_for(stream, lambda g: not healthy(g, OTHER))
         uevents.send("change", OTHER_PATH, **RECOVERED)
         wait_for(stream, lambda g: healthy(g, OTHER))
+
+
+def test_a_restarted_plugin_sees_what_a_failed_recovery_left(
+    launch: Launcher, tree: FakeTree
+) -> None:
+    """A plugin started after the recovery failed heard none of its uevents, but the
+    function shows it: the link reset cleared its Command register, which nothing
+    restored (a real kernel, tests/kernel/test_kernel_aer.py), or it does not answer at
+    all. Removed and rescanned, it is configured anew and healthy."""
+    layout = amd_rocm(tree)
+    trigger = pci_uevent_file()
+    gpu, other = layout.functions[GPU], layout.functions[OTHER]
+    tree.config(gpu, command=0)
+    tree.config(other, dead=True)
+    launched = start_amd(launch, tree, COMMAND)
+    with launched.client.fingerprint() as stream:
+        groups = stream.next(15)
+        assert reason(groups, GPU) == (
+            f"{GPU} lost its configuration: amdgpu enabled it, yet it decodes neither memory"
+            " nor I/O (as a reset leaves it: a failed error recovery?)"
+        )
+        assert reason(groups, OTHER) == f"{OTHER} does not answer: its config space reads all ones"
+        tree.config(gpu)
+        tree.config(other)
+        announce(trigger)
+        wait_for(stream, lambda g: healthy(g, GPU) and healthy(g, OTHER))

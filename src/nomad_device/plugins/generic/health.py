@@ -15,8 +15,10 @@ A PCI function is checked as a whole first (:func:`pci_problem`): the
 driver its block names is bound, it is enabled, a VFIO group can be owned
 (every other member bound to a VFIO driver, ``pci-stub`` or nothing, bridges
 aside), its AER error counters and those of the ports above it have not risen
-lately (:class:`AerMarks`), and,
-if the block asks, its link runs at full speed and width.
+lately and no error recovery of it failed (:class:`AerMarks`), it answers and
+decodes what its driver enabled (a reset nothing restored clears that; the
+one sign of a failed recovery that a restarted plugin can see), and, if the
+block asks, its link runs at full speed and width.
 
 A CDI device is checked by :func:`cdi_problem`: the edits Nomad cannot make
 (under ``hooks = "refuse"``), then its nodes against its spec, then each
@@ -199,6 +201,13 @@ def pci_problem(found: Found, full_link: bool, aer: str | None) -> str | None:
         )
     if aer is not None:
         return aer
+    if function.answers is False:
+        return f"{function.address} does not answer: its config space reads all ones"
+    if function.decodes is False:
+        return (
+            f"{function.address} lost its configuration: {driver} enabled it, yet it decodes"
+            " neither memory nor I/O (as a reset leaves it: a failed error recovery?)"
+        )
     if full_link and function.link.degraded:
         return (
             f"the PCIe link runs at {function.link.describe()}, below its maximum"
