@@ -262,9 +262,9 @@ class AerMarks:
     cannot be read keeps the last. Correctable errors are not counted: the link
     recovered from them by itself.
 
-    A ``FAILED_RECOVERY`` uevent for a function, or for a port above it (the
-    kernel reports a recovery it ran from a port on the port), marks the function
-    until there is evidence it works again, however quiet it stays: a
+    A ``FAILED_RECOVERY`` uevent for a function, or for a port above it (where
+    kernels before a 2025 fix report a recovery they ran from a port), marks the
+    function until there is evidence it works again, however quiet it stays: a
     ``SUCCESSFUL_RECOVERY`` for the function itself, the function added again
     (removed and rescanned, or seen gone by a scan) or a driver bound to it.
     """
