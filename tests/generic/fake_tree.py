@@ -17,6 +17,9 @@ directories such as ``virtio1/block/vda``); the PCIe files this VM lacks
 Debian's 6.1 kernel writes them for QEMU's PCIe devices and root ports in the
 real-kernel tier (``tests/kernel``), which also showed what ``enable`` reads
 under VFIO and ``pci-stub`` and that ports carry AER counters of their own.
+Each function has a ``resource`` with one memory BAR and the first 64 bytes of
+``config``, whose Command register a driver that enables it sets
+(:meth:`FakeTree.config` clears it as a reset does).
 """
 
 from __future__ import annotations
@@ -325,6 +328,12 @@ class FakeTree:
             )
         for name, value in attrs.items():
             (syspath / name).write_text(value + "\n")
+        # One 64 KiB memory BAR, then the other five BARs, the ROM and the rest unset,
+        # as the kernel's ``resource`` lists them.
+        base = 0xF000_0000 + (int(address.replace(":", "").replace(".", ""), 16) & 0xFFF) * 0x10000
+        lines = [f"0x{base:016x} 0x{base + 0xFFFF:016x} 0x{0x40200:016x}"]
+        lines += [f"0x{0:016x} 0x{0:016x} 0x{0:016x}"] * 16
+        (syspath / "resource").write_text("\n".join(lines) + "\n")
         if aer is not None:
             self.aer(syspath, *aer)
         for name, text in (files or {}).items():
@@ -383,6 +392,8 @@ class FakeTree:
 
         code = hexattr("class")
         vendor, device = hexattr("vendor"), hexattr("device")
+        # A driver that enables it turns on memory decoding and bus mastering.
+        self.config(handle, command=0x0006 if enables else 0)
         sub_vendor, sub_device = hexattr("subsystem_vendor"), hexattr("subsystem_device")
         lines = [f"DRIVER={driver}"] if driver else []
         lines += [
@@ -394,6 +405,32 @@ class FakeTree:
             f"bc{code >> 16:02X}sc{code >> 8 & 0xFF:02X}i{code & 0xFF:02X}",
         ]
         (path / "uevent").write_text("\n".join(lines) + "\n")
+
+    def config(self, handle: PciHandle, *, command: int = 0x0006, dead: bool = False) -> None:
+        """The first 64 bytes of ``config``, which a user may read: IDs, the Command
+        register, the class, BAR 0 at the address ``resource`` gives; ``command=0``
+        with BAR 0 cleared as a reset leaves the function, ``dead`` all ones (what
+        a function reads when its link is down). Replaced whole."""
+        path = handle.syspath
+        if dead:
+            data = b"\xff" * 64
+        else:
+            code = int((path / "class").read_text(), 16)
+            bar = 0
+            if command:
+                bar = int((path / "resource").read_text().split()[0], 16)
+            data = (
+                int((path / "vendor").read_text(), 16).to_bytes(2, "little")
+                + int((path / "device").read_text(), 16).to_bytes(2, "little")
+                + command.to_bytes(2, "little")
+                + bytes([0x10, 0x00, 0x01])  # status (a capability list), revision
+                + code.to_bytes(3, "little")
+                + bytes(4)  # cache line, latency timer, header type, BIST
+                + bar.to_bytes(4, "little")
+            ).ljust(64, b"\0")
+        staged = path / ".config.new"
+        staged.write_bytes(data)
+        staged.replace(path / "config")
 
     def pci_node(
         self,

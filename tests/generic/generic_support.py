@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import re
+import shutil
+import socket
+import struct
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -178,3 +184,86 @@ def announce(uevent_file: str) -> None:
     """``echo change > <uevent_file>``: the kernel sends a real uevent for that device."""
     with open(uevent_file, "w") as f:
         f.write("change")
+
+
+# ------------------------------------------------- uevents the kernel sends for a test
+
+NETLINK_KOBJECT_UEVENT = 15
+_CLONE_NEWNET = 0x40000000
+_NLMSG = struct.Struct("=IHHII")  # length, type, flags, sequence, port
+_NLM_F_REQUEST, _NLM_F_ACK = 0x1, 0x4
+
+
+class KernelUevents:
+    """Uevents of the test's making that the kernel itself sends, from port 0, to the
+    listeners of one network namespace: a process with CAP_SYS_ADMIN over a namespace
+    may hand the kernel a message on a ``NETLINK_KOBJECT_UEVENT`` socket there, which
+    the kernel stamps with a ``SEQNUM`` and broadcasts as its own (``uevent_net_rcv``,
+    lib/kobject_uevent.c, Linux 4.18 on). The plugin runs in a namespace of its own
+    (:data:`NETNS`, ``unshare --net``), which the real kernel's uevents reach too
+    and this host's udevd never hears of. So a plugin sees the ``ERROR_EVENT`` of a
+    PCIe recovery as a real kernel sends it, through its real uevent socket."""
+
+    def __init__(self, pid: int) -> None:
+        made: list[socket.socket | BaseException] = []
+
+        def enter() -> None:  # setns moves this thread alone, which then ends
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)
+                fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+                try:
+                    if libc.setns(fd, _CLONE_NEWNET) != 0:
+                        raise OSError(ctypes.get_errno(), "setns")
+                finally:
+                    os.close(fd)
+                made.append(
+                    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_KOBJECT_UEVENT)
+                )
+            except BaseException as exc:  # re-raised in the test's thread
+                made.append(exc)
+
+        thread = threading.Thread(target=enter)
+        thread.start()
+        thread.join()
+        (result,) = made
+        if isinstance(result, BaseException):
+            raise result
+        self.sock = result
+        self.sock.settimeout(10)
+        self.seq = 0
+
+    def send(self, action: str, devpath: str, **properties: str) -> None:
+        """A ``pci`` uevent for ``devpath`` (``/devices/pci0000:00/...``), as the kernel
+        words one: ``action@devpath``, then ``ACTION``, ``DEVPATH``, ``SUBSYSTEM``."""
+        items = {"ACTION": action, "DEVPATH": devpath, "SUBSYSTEM": "pci", **properties}
+        payload = f"{action}@{devpath}\0".encode() + b"".join(
+            f"{k}={v}\0".encode() for k, v in items.items()
+        )
+        self.seq += 1
+        header = _NLMSG.pack(_NLMSG.size + len(payload), 0x10, _NLM_F_REQUEST | _NLM_F_ACK,
+                             self.seq, 0)  # fmt: skip
+        self.sock.sendto(header + payload, (0, 0))
+        answer = self.sock.recv(4096)  # NLMSG_ERROR: the header, then the error (0: none)
+        (error,) = struct.unpack_from("=i", answer, _NLMSG.size)
+        assert error == 0, f"the kernel refused the uevent: {os.strerror(-error)}"
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+#: The plugin's command in a network namespace of its own (see :class:`KernelUevents`).
+NETNS = ["unshare", "--net", *COMMAND]
+
+
+def require_netns() -> None:
+    """Skip where no network namespace can be made (outside CI); fail in CI."""
+    if shutil.which("unshare") is not None:
+        probe = subprocess.run(["unshare", "--net", "true"], capture_output=True, text=True)
+        if probe.returncode == 0:
+            return
+        reason = f"unshare --net fails here: {probe.stderr.strip()}"
+    else:
+        reason = "unshare (util-linux) is not installed"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}: CI must inject kernel uevents")
+    pytest.skip(reason)

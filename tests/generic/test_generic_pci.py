@@ -13,6 +13,7 @@ default 30 s period, which no test waits for).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -243,6 +244,28 @@ def test_a_gpu_for_passthrough_needs_its_whole_iommu_group(
     reservation = launched.client.reserve(["0000:65:00.0"])
     assert reservation.devices == specs(layout, tree, "0000:65:00.0")
     assert reservation.envs["GENERIC_PASSTHROUGH_IDS"] == "0000:65:00.0"
+
+
+def test_a_reserved_function_another_driver_took_says_so(launch: Launcher, tree: FakeTree) -> None:
+    """A function bound to another driver than its block's is no longer the block's;
+    reserved, it stays listed, and the reason is what happened to it, not "not present"."""
+    layout = vfio_gpu(tree, audio_driver=None)
+    trigger = pci_uevent_file()
+    launched = launch_preset(launch, tree, "passthrough")
+    key = "nvidia/vfio/passthrough"
+    gpu = layout.functions["0000:65:00.0"]
+    with launched.client.fingerprint() as stream:
+        assert devices(stream.next(15), key)["0000:65:00.0"].healthy
+        launched.client.reserve(["0000:65:00.0"])
+        tree.bind(gpu, "nvidia")
+        announce(trigger)
+        groups = wait_for(stream, lambda g: not devices(g, key)["0000:65:00.0"].healthy)
+    text = devices(groups, key)["0000:65:00.0"].health_description
+    assert re.fullmatch(r"bound to nvidia, not vfio-pci, since \S+Z", text), text
+    with pytest.raises(CallError) as refused:
+        launched.client.reserve(["0000:65:00.0"])
+    assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert f'"0000:65:00.0": {text}' in refused.value.details
 
 
 def test_every_preset_at_once(launch: Launcher, tree: FakeTree) -> None:

@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from fake_tree import aer_text
+from fake_tree import FakeTree, aer_text
 from generic_support import encode_agent_text
 
 from nomad_device.errors import InvalidArgument
@@ -435,6 +435,84 @@ def test_aer_marks_count_the_ports_above() -> None:
     assert marks.judge(below(5, (9, 9)), 60, 63.0, "W") is None  # forgotten: baselines
 
 
+ROOT = "/devices/pci0000:00"
+PORT = f"{ROOT}/0000:00:01.1"
+FAILED = "the kernel's PCIe error recovery failed"
+UNTIL = "; unhealthy until the function is removed and rescanned, bound again, or recovered"
+
+
+def function_at(address: str, devpath: str, fatal: int = 0) -> PciFunction:
+    ident = PciIdentity(address, "/x", 1, 2, 0x038000, None, None, "amdgpu")
+    return PciFunction(ident, aer_fatal=fatal, aer_nonfatal=0, devpath=devpath)
+
+
+def test_a_failed_recovery_holds_until_the_function_is_made_anew() -> None:
+    """The kernel's FAILED_RECOVERY for a port marks every function below it, however
+    quiet it stays; only a sign of the function made anew (added, bound, recovered)
+    lifts it, for that function alone."""
+    gpu, other = (
+        function_at("0000:03:00.0", f"{PORT}/0000:03:00.0"),
+        function_at("0000:04:00.0", f"{PORT}/0000:04:00.0"),
+    )
+    elsewhere = function_at("0000:c3:00.0", f"{ROOT}/0000:00:02.1/0000:c3:00.0")
+    marks = AerMarks()
+    marks.keep([gpu, other, elsewhere])
+    for f in (gpu, other, elsewhere):
+        assert marks.judge(f, 60, 0.0, "T") is None
+    marks.uevent("change", PORT, "BEGIN_RECOVERY", "S")  # the start says nothing yet
+    marks.uevent("change", "/devices/virtual/mem/null", "", "S")
+    assert marks.judge(gpu, 60, 1.0, "T") is None
+    marks.uevent("change", PORT, "FAILED_RECOVERY", "F")
+    sick = f"{FAILED} on 0000:00:01.1 (the port above it) at F{UNTIL}"
+    assert marks.judge(gpu, 60, 2.0, "T") == sick
+    assert marks.judge(other, 60, 2.0, "T") == sick
+    assert marks.judge(elsewhere, 60, 2.0, "T") is None
+    assert marks.deadline() is None  # no timer: it does not wear off
+    assert marks.judge(gpu, 60, 1e6, "T") == sick
+    # An AER rise meanwhile comes first, while its quiet period lasts.
+    assert marks.judge(function_at(gpu.address, gpu.devpath, 1), 60, 1e6, "U") == (
+        f"PCIe AER reported 1 fatal error at U; {sick}"
+    )
+    assert marks.judge(function_at(gpu.address, gpu.devpath, 1), 60, 2e6, "U") == sick
+    # A recovery of another function, or a driver bound to the port, lifts nothing.
+    marks.uevent("change", f"{PORT}/0000:05:00.0", "SUCCESSFUL_RECOVERY", "R")
+    marks.uevent("bind", PORT, "", "R")
+    assert marks.judge(gpu, 60, 2e6, "T") == sick
+    # The GPU is removed and rescanned (a new device); its neighbour is bound again.
+    marks.uevent("remove", gpu.devpath, "", "R")
+    marks.uevent("add", gpu.devpath, "", "R")
+    marks.uevent("bind", other.devpath, "", "R")
+    assert marks.judge(gpu, 60, 2e6, "T") is None
+    assert marks.judge(other, 60, 2e6, "T") is None
+    # A second failure marks them again; SUCCESSFUL_RECOVERY of the function lifts it.
+    marks.uevent("change", gpu.devpath, "FAILED_RECOVERY", "G")
+    assert marks.judge(gpu, 60, 2e6, "T") == f"{FAILED} at G{UNTIL}"
+    assert marks.judge(other, 60, 2e6, "T") is None
+    marks.uevent("change", gpu.devpath, "SUCCESSFUL_RECOVERY", "R")
+    assert marks.judge(gpu, 60, 2e6, "T") is None
+
+
+def test_a_function_seen_gone_is_new_when_it_comes_back() -> None:
+    """Without the uevents (a buffer overflow), a scan that finds the function gone is
+    the sign: what comes back at that place is a new device. Failures above nothing
+    offered are forgotten."""
+    gpu, other = (
+        function_at("0000:03:00.0", f"{PORT}/0000:03:00.0"),
+        function_at("0000:04:00.0", f"{PORT}/0000:04:00.0"),
+    )
+    marks = AerMarks()
+    marks.keep([gpu, other])
+    marks.uevent("change", PORT, "FAILED_RECOVERY", "F")
+    assert marks.judge(gpu, 60, 0.0, "T") is not None
+    marks.keep([other])  # the GPU was removed
+    marks.keep([gpu, other])  # ... and rescanned
+    assert marks.judge(gpu, 60, 1.0, "T") is None
+    assert marks.judge(other, 60, 1.0, "T") is not None
+    marks.keep([])  # nothing below the port any more: the failure goes
+    marks.keep([gpu, other])
+    assert marks.judge(other, 60, 2.0, "T") is None
+
+
 def test_the_ports_above_a_function_and_their_aer_totals(tmp_path: Path) -> None:
     roots = Roots("/dev", str(tmp_path))
     port = tmp_path / "devices" / "pci0000:00" / "0000:00:01.1"
@@ -451,7 +529,55 @@ def test_the_ports_above_a_function_and_their_aer_totals(tmp_path: Path) -> None
     listing.mkdir(parents=True)
     (listing / "0000:02:00.0").symlink_to(os.path.relpath(function, listing))
     (ident,) = pci_functions(roots)
-    assert read_function(roots, ident).upstream_aer == (("0000:00:01.1", 4, 6),)
+    function = read_function(roots, ident)
+    assert function.upstream_aer == (("0000:00:01.1", 4, 6),)
+    # As a uevent's DEVPATH names it: where the kernel's recovery outcome is sent.
+    assert function.devpath == "/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:00.0"
+
+
+def test_what_config_space_says_of_a_function_its_driver_enabled(tmp_path: Path) -> None:
+    """The Command register of a function its driver enabled has memory decoding on;
+    a reset nothing restored (a failed recovery) clears it, a dead link reads all ones.
+    Functions VFIO has, that no driver enabled, or that sleep are not read."""
+    tree = FakeTree(tmp_path)
+    roots = Roots(str(tree.dev), str(tree.sys))
+    gpu = tree.pci("0000:03:00.0", 0x1002, 0x740F, 0x038000, driver="amdgpu")
+    vfio = tree.pci("0000:65:00.0", 0x10DE, 0x2230, 0x030000, driver="vfio-pci")
+    idle = tree.pci("0000:66:00.0", 0x10DE, 0x2230, 0x030000)
+
+    def read(address: str) -> PciFunction:
+        (ident,) = [i for i in pci_functions(roots) if i.address == address]
+        return read_function(roots, ident)
+
+    def verdict(address: str) -> str | None:
+        function = read(address)
+        return pci_problem(Found("x", address, "pci", (), pci=function), False, None)
+
+    assert (read(gpu.address).answers, read(gpu.address).decodes) == (True, True)
+    tree.config(gpu, command=0)
+    assert (read(gpu.address).answers, read(gpu.address).decodes) == (True, False)
+    assert verdict(gpu.address) == (
+        "0000:03:00.0 lost its configuration: amdgpu enabled it, yet it decodes neither"
+        " memory nor I/O (as a reset leaves it: a failed error recovery?)"
+    )
+    # Asleep (runtime suspended): a read could wake it from D3cold, so none is made.
+    (gpu.syspath / "power").mkdir()
+    (gpu.syspath / "power" / "runtime_status").write_text("suspended\n")
+    assert (read(gpu.address).answers, read(gpu.address).decodes) == (None, None)
+    (gpu.syspath / "power" / "runtime_status").write_text("active\n")
+    assert read(gpu.address).decodes is False
+    # No BAR with a range: nothing to decode, nothing to say.
+    (gpu.syspath / "resource").write_text(f"0x{0:016x} 0x{0:016x} 0x{0:016x}\n" * 17)
+    assert read(gpu.address).decodes is None
+    tree.config(gpu, dead=True)
+    assert read(gpu.address).answers is False
+    assert verdict(gpu.address) == "0000:03:00.0 does not answer: its config space reads all ones"
+    tree.config(gpu)  # removed and rescanned: configured anew (it has no node here)
+    assert verdict(gpu.address) == "0000:03:00.0 has no device node of its own (bound to amdgpu)"
+    # VFIO's user owns the Command register; an idle function was enabled by no driver.
+    for handle in (vfio, idle):
+        tree.config(handle, command=0)
+        assert (read(handle.address).answers, read(handle.address).decodes) == (None, None)
 
 
 def test_an_idle_vfio_function_reads_disabled_and_is_fine() -> None:

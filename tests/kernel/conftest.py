@@ -229,6 +229,14 @@ plugin "nomad-device-generic" {{
 """
 
 
+def agent_config(addresses: dict[str, str]) -> bytes:
+    """The SetConfig bytes of :data:`AGENT` for the guest's addresses."""
+    text = AGENT.format(
+        quiet=QUIET_SECONDS, **{k.replace("-", "_"): v for k, v in addresses.items()}
+    )
+    return encode_agent_text(text)
+
+
 @pytest.fixture(scope="package")
 def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vm]:
     lacking = missing()
@@ -262,10 +270,7 @@ def plugin(vm: Vm, addresses: dict[str, str]) -> Iterator[GuestPlugin]:
     """nomad-device-generic in the guest, with every scenario's block, driven by the SDK's
     host in the guest; its first Fingerprint message has arrived."""
     started = time.monotonic()
-    text = AGENT.format(
-        quiet=QUIET_SECONDS, **{k.replace("-", "_"): v for k, v in addresses.items()}
-    )
-    hosted = vm.launch(encode_agent_text(text))
+    hosted = vm.launch(agent_config(addresses))
     hosted.current()
     FIGURES["plugin start (launch, SetConfig, first Fingerprint)"] = (
         f"{time.monotonic() - started:.1f} s"

@@ -45,14 +45,17 @@ def test_health_follows_the_driver_through_unbind_bind_and_driver_override(
     reservation = plugin.reserve([disk])
     assert {d.host_path for d in reservation.devices} == sysfs_nodes(vm, path)
 
-    # pci-stub takes it: it is no longer the block's (its driver is not virtio-pci).
+    # pci-stub takes it: it is no longer the block's (its driver is not virtio-pci), and
+    # the reason says so (it is there, so not "not present").
     vm.sh(f"modprobe -d {vm.kernel.root} pci-stub")
     write(vm, f"{path}/driver_override", "pci-stub")
     write(vm, "/sys/bus/pci/drivers/virtio-pci/unbind", disk)
     write(vm, "/sys/bus/pci/drivers_probe", disk)
     assert driver() == "pci-stub"
     plugin.wait_for(
-        lambda gs: devices(gs, BIND)[disk].health_description.startswith("not present since")
+        lambda gs: devices(gs, BIND)[disk].health_description.startswith(
+            "bound to pci-stub, not virtio-pci, since "
+        )
     )
     logged = [m for level, m, f in plugin.logs() if disk in m or disk in f.values()]
     assert any("pci-stub" in line for line in logged), logged

@@ -1,6 +1,9 @@
 """What tells the plugin to rescan: kernel uevents, and inotify on the glob directories.
 
 Both only say *that* something may have changed; the rescan finds out what.
+Except in one respect: how the kernel's error recovery of a PCI function
+ended is in its uevent alone, so ``pci`` uevents are handed to the plugin too
+(:class:`~.health.AerMarks`) before their rescan.
 
 - **Kernel uevents** for the subsystems whose devices a block can match
   (:data:`SUBSYSTEMS`) arrive when the kernel adds, removes, binds or changes
@@ -40,7 +43,15 @@ from nomad_device.plugins.generic.discovery import id_base
 from nomad_device.plugins.generic.patterns import leads_to_match
 from nomad_device.plugins.generic.roots import Roots
 from nomad_device.plugins.generic.trust import untrusted_dir
-from nomad_device.sources import CHANGES, LISTING, FileEvent, Inotify, inotify, uevents
+from nomad_device.sources import (
+    CHANGES,
+    LISTING,
+    FileEvent,
+    Inotify,
+    UEvent,
+    inotify,
+    uevents,
+)
 
 __all__ = [
     "SUBSYSTEMS",
@@ -175,9 +186,15 @@ class EventWatch:
     patterns.
     """
 
-    def __init__(self, roots: Roots, rescan: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        roots: Roots,
+        rescan: Callable[[], None],
+        pci_event: Callable[[UEvent], None] | None = None,
+    ) -> None:
         self._roots = roots
         self._rescan = rescan
+        self._pci_event = pci_event  # told of each pci uevent before its rescan
 
     async def run(self, kinds: Callable[[], Sequence[Kind]]) -> None:
         async with asyncio.TaskGroup() as tasks:
@@ -186,7 +203,9 @@ class EventWatch:
 
     async def _uevents(self) -> None:
         with uevents(SUBSYSTEMS) as source:
-            async for _event in source:
+            async for event in source:
+                if event.subsystem == "pci" and self._pci_event is not None:
+                    self._pci_event(event)
                 self._rescan()
 
     async def _files(self, kinds: Callable[[], Sequence[Kind]]) -> None:

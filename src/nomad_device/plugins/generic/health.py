@@ -15,8 +15,10 @@ A PCI function is checked as a whole first (:func:`pci_problem`): the
 driver its block names is bound, it is enabled, a VFIO group can be owned
 (every other member bound to a VFIO driver, ``pci-stub`` or nothing, bridges
 aside), its AER error counters and those of the ports above it have not risen
-lately (:class:`AerMarks`), and,
-if the block asks, its link runs at full speed and width.
+lately and no error recovery of it failed (:class:`AerMarks`), it answers and
+decodes what its driver enabled (a reset nothing restored clears that; the
+one sign of a failed recovery that a restarted plugin can see), and, if the
+block asks, its link runs at full speed and width.
 
 A CDI device is checked by :func:`cdi_problem`: the edits Nomad cannot make
 (under ``hooks = "refuse"``), then its nodes against its spec, then each
@@ -29,8 +31,9 @@ verdict is one more input to a device's health.
 from __future__ import annotations
 
 import os
+import posixpath
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,6 +41,8 @@ from nomad_device.plugins.generic.discovery import Found, Node
 from nomad_device.plugins.generic.pci import PciFunction, is_vfio_driver
 
 __all__ = [
+    "FAILED_RECOVERY",
+    "SUCCESSFUL_RECOVERY",
     "AerMarks",
     "cdi_problem",
     "describe_kind",
@@ -196,6 +201,13 @@ def pci_problem(found: Found, full_link: bool, aer: str | None) -> str | None:
         )
     if aer is not None:
         return aer
+    if function.answers is False:
+        return f"{function.address} does not answer: its config space reads all ones"
+    if function.decodes is False:
+        return (
+            f"{function.address} lost its configuration: {driver} enabled it, yet it decodes"
+            " neither memory nor I/O (as a reset leaves it: a failed error recovery?)"
+        )
     if full_link and function.link.degraded:
         return (
             f"the PCIe link runs at {function.link.describe()}, below its maximum"
@@ -230,8 +242,15 @@ class _AerMark:
     until: float  # time.monotonic()
 
 
+#: ``ERROR_EVENT`` of the kernel's ``change`` uevent for a device when its error
+#: recovery failed, and when it came through one (``pci_uevent_ers``).
+FAILED_RECOVERY: Final = "FAILED_RECOVERY"
+SUCCESSFUL_RECOVERY: Final = "SUCCESSFUL_RECOVERY"
+
+
 class AerMarks:
-    """Rises of each function's AER counters, and how long they keep it unhealthy.
+    """Rises of each function's AER counters, and how long they keep it unhealthy;
+    and the kernel's failed recoveries, which keep it unhealthy until it is made anew.
 
     A function's own fatal and non-fatal totals count, and so do those of each
     port above it: an error a port detects on its link is counted on the port
@@ -242,15 +261,47 @@ class AerMarks:
     (the function was removed and came back) is a new baseline, and one that
     cannot be read keeps the last. Correctable errors are not counted: the link
     recovered from them by itself.
+
+    A ``FAILED_RECOVERY`` uevent for a function, or for a port above it (where
+    kernels before a 2025 fix report a recovery they ran from a port), marks the
+    function until there is evidence it works again, however quiet it stays: a
+    ``SUCCESSFUL_RECOVERY`` for the function itself, the function added again
+    (removed and rescanned, or seen gone by a scan) or a driver bound to it.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: dict[tuple[str, str], _Counts] = {}  # (function, "" or its port)
         self._marks: dict[str, _AerMark] = {}
+        self._seq = 0  # orders failures against signs of a function made anew
+        self._failed: dict[str, tuple[int, str]] = {}  # DEVPATH: (seq, stamp) of its last
+        self._anew: dict[str, int] = {}  # a function's DEVPATH: seq of it made anew
+        self._present: dict[str, str] = {}  # address: DEVPATH, as the last scan saw them
+
+    def uevent(self, action: str, devpath: str, error_event: str, stamp: str) -> None:
+        """A ``pci`` uevent: a failed recovery marks ``devpath`` and what is below it;
+        a function added, bound or recovered there is anew."""
+        with self._lock:
+            self._seq += 1
+            anew = action in ("add", "bind") or error_event == SUCCESSFUL_RECOVERY
+            if action == "change" and error_event == FAILED_RECOVERY:
+                self._failed[devpath] = (self._seq, stamp)
+            elif anew and any(p in self._failed for p in _lineage(devpath)):
+                self._anew[devpath] = self._seq
+
+    def _failure(self, devpath: str) -> tuple[str, str] | None:
+        """Where and when the latest failed recovery at or above ``devpath`` (since the
+        function there was last made anew) was reported."""
+        anew = self._anew.get(devpath, 0)
+        latest: tuple[int, str, str] | None = None
+        for path in _lineage(devpath):
+            seq, stamp = self._failed.get(path, (0, ""))
+            if seq > anew and (latest is None or seq > latest[0]):
+                latest = (seq, path, stamp)
+        return None if latest is None else latest[1:]
 
     def judge(self, function: PciFunction, quiet: float, now: float, stamp: str) -> str | None:
-        """The reason a rise makes ``function`` unhealthy now, or None."""
+        """The reason a rise or a failed recovery makes ``function`` unhealthy now, or None."""
         key = function.address
         sources = [("", function.aer_fatal, function.aer_nonfatal), *function.upstream_aer]
         with self._lock:
@@ -272,26 +323,56 @@ class AerMarks:
                 reason = f"PCIe AER reported {' and '.join(rises)} at {stamp}"
                 self._marks[key] = _AerMark(reason, now + quiet)
             mark = self._marks.get(key)
-            if mark is None:
-                return None
-            if now >= mark.until and not rises:
+            if mark is not None and now >= mark.until and not rises:
                 del self._marks[key]
-                return None
-            return mark.reason
+                mark = None
+            reasons = [] if mark is None else [mark.reason]
+            failure = self._failure(function.devpath) if function.devpath else None
+            if failure is not None:
+                path, when = failure
+                where = (
+                    ""
+                    if path == function.devpath
+                    else f" on {posixpath.basename(path)} (the port above it)"
+                )
+                reasons.append(
+                    f"the kernel's PCIe error recovery failed{where} at {when}; unhealthy until"
+                    " the function is removed and rescanned, bound again, or recovered"
+                )
+            return "; ".join(reasons) or None
 
     def deadline(self) -> float | None:
         """When the earliest mark ends (a rescan then shows the function healthy)."""
         with self._lock:
             return min((m.until for m in self._marks.values()), default=None)
 
-    def keep(self, addresses: Iterable[str]) -> None:
-        """Forget functions no longer present: one that comes back starts afresh."""
-        wanted = set(addresses)
+    def keep(self, functions: Iterable[PciFunction]) -> None:
+        """Forget functions no longer present: one that comes back starts afresh. Failed
+        recoveries above none of them are forgotten too."""
+        present = {f.address: f.devpath for f in functions}
         with self._lock:
-            for key in [k for k in self._counts if k[0] not in wanted]:
+            for key in [k for k in self._counts if k[0] not in present]:
                 del self._counts[key]
-            for address in [a for a in self._marks if a not in wanted]:
+            for address in [a for a in self._marks if a not in present]:
                 del self._marks[address]
+            self._seq += 1
+            for address, devpath in self._present.items():
+                if address not in present and self._failure(devpath) is not None:
+                    self._anew[devpath] = self._seq  # gone: what comes back there is new
+            self._present = present
+            below = set(present.values())
+            for path in list(self._failed):
+                if not any(d == path or d.startswith(path + "/") for d in below):
+                    del self._failed[path]
+            for path in [p for p in self._anew if not any(a in self._failed for a in _lineage(p))]:
+                del self._anew[path]
+
+
+def _lineage(devpath: str) -> Iterator[str]:
+    """``devpath`` and the directories above it (``/devices/pci0000:00/...``)."""
+    while len(devpath) > 1:
+        yield devpath
+        devpath = posixpath.dirname(devpath)
 
 
 def _rises(before: _Counts, now: _Counts) -> list[str]:

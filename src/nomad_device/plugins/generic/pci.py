@@ -10,7 +10,9 @@ or the drivers' own:
   else ``vendor``, ``device``, ``class``, ``subsystem_*`` and the ``driver``
   link;
 - locality: ``numa_node`` (``-1``: the platform says nothing);
-- state: ``enable``, ``current_link_speed`` / ``_width``, ``max_link_speed``
+- state: ``enable``, the first six bytes of ``config`` (vendor and Command
+  register: does a function its driver enabled answer, and decode the BARs
+  ``resource`` lists), ``current_link_speed`` / ``_width``, ``max_link_speed``
   / ``_width`` (PCIe only), ``aer_dev_fatal`` / ``aer_dev_nonfatal`` (their
   ``TOTAL_ERR_*`` lines; only where AER is on), ``iommu_group``; and the same
   two AER totals of each port above it (the functions its sysfs directory is
@@ -81,6 +83,10 @@ _BRIDGE_CLASS: Final = 0x0604
 _VFIO_NEUTRAL: Final = frozenset({"pci-stub", "pcieport"})
 _SPEED: Final = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")
 _AER_TOTALS: Final = {"fatal": "TOTAL_ERR_FATAL", "nonfatal": "TOTAL_ERR_NONFATAL"}
+#: The Command register's I/O and memory space enables; ``resource``'s flags for an
+#: I/O or a memory range (IORESOURCE_IO, IORESOURCE_MEM).
+_DECODING: Final = 0x3
+_IO_OR_MEMORY: Final = 0x300
 #: In an NVMe subsystem's directory: its controllers, and its namespaces' block and
 #: generic nodes.
 _NVME_CONTROLLER: Final = re.compile(r"nvme\d+")
@@ -158,6 +164,13 @@ class PciFunction:
     aer_nonfatal: int | None = None
     #: The ports above it, nearest first: address, fatal and non-fatal AER totals.
     upstream_aer: tuple[tuple[str, int | None, int | None], ...] = ()
+    #: Where it is below /sys, as a uevent's ``DEVPATH`` names it (``/devices/pci0000:00/...``).
+    devpath: str = ""
+    #: From its config space, for a function its driver enabled (None: not read):
+    #: whether it answers (not all ones), and whether it decodes the memory or I/O
+    #: its BARs were given (None too when it has none).
+    answers: bool | None = None
+    decodes: bool | None = None
     iommu_group: str | None = None
     memory_bytes: int | None = None
     memory_source: str = ""  # the file(s) it was read from, relative to the function
@@ -290,17 +303,55 @@ def _aer_total(syspath: str, which: str) -> int | None:
     return None
 
 
-def _upstream_aer(syspath: str) -> tuple[tuple[str, int | None, int | None], ...]:
-    """The AER totals of the ports the function is below (its ancestors in
-    ``/sys/devices`` named as PCI functions), nearest first; ports without AER skipped."""
+def _upstream_aer(real: str) -> tuple[tuple[str, int | None, int | None], ...]:
+    """The AER totals of the ports the function (its real directory) is below (its
+    ancestors in ``/sys/devices`` named as PCI functions), nearest first; ports without
+    AER skipped."""
     out = []
-    parent = os.path.dirname(os.path.realpath(syspath))
+    parent = os.path.dirname(real)
     while PCI_ADDRESS.fullmatch(os.path.basename(parent)):
         fatal, nonfatal = _aer_total(parent, "fatal"), _aer_total(parent, "nonfatal")
         if fatal is not None or nonfatal is not None:
             out.append((os.path.basename(parent).lower(), fatal, nonfatal))
         parent = os.path.dirname(parent)
     return tuple(out)
+
+
+def _config(syspath: str, driver: str | None, enabled: bool) -> tuple[bool | None, bool | None]:
+    """Whether a function its driver enabled answers, and decodes its BARs, from the
+    first bytes of its config space: a reset that nothing restored (a failed error
+    recovery) leaves the Command register at 0, a dead link reads all ones. Not read
+    for VFIO (its user owns the Command register), nor while the function is runtime
+    suspended (a read would wake one in D3cold)."""
+    if not enabled or driver is None or is_vfio_driver(driver):
+        return None, None
+    status = read_attr(os.path.join(syspath, "power", "runtime_status"))
+    if status not in (None, "active", "unsupported"):
+        return None, None
+    try:
+        with open(os.path.join(syspath, "config"), "rb") as f:
+            head = f.read(6)
+    except OSError:
+        return None, None
+    if len(head) < 6:
+        return None, None
+    if head[:2] == b"\xff\xff":
+        return False, None
+    if int.from_bytes(head[4:6], "little") & _DECODING:
+        return True, True
+    return True, False if _has_bars(syspath) else None
+
+
+def _has_bars(syspath: str) -> bool:
+    """Whether the kernel gave any of its six BARs a memory or I/O range (``resource``)."""
+    for line in (read_attr(os.path.join(syspath, "resource")) or "").splitlines()[:6]:
+        try:
+            start, end, flags = (int(x, 16) for x in line.split())
+        except ValueError:
+            continue
+        if flags & _IO_OR_MEMORY and end > start:
+            return True
+    return False
 
 
 def _memory(syspath: str) -> tuple[int | None, str]:
@@ -368,14 +419,20 @@ def read_function(roots: Roots, ident: PciIdentity) -> PciFunction:
         group = None
     memory, source = _memory(path)
     vfio = is_vfio_driver(ident.driver) and group is not None
+    real = os.path.realpath(path)
+    enabled = None if enable is None else enable.strip() != "0"
+    answers, decodes = _config(path, ident.driver, enabled is True)
     return PciFunction(
         ident=ident,
         numa_node=numa if numa is not None and numa >= 0 else None,
-        enabled=None if enable is None else enable.strip() != "0",
+        enabled=enabled,
         link=_link(path),
         aer_fatal=_aer_total(path, "fatal"),
         aer_nonfatal=_aer_total(path, "nonfatal"),
-        upstream_aer=_upstream_aer(path),
+        upstream_aer=_upstream_aer(real),
+        devpath="/" + os.path.relpath(real, os.path.realpath(roots.sys)),
+        answers=answers,
+        decodes=decodes,
         iommu_group=group,
         memory_bytes=memory,
         memory_source=source,

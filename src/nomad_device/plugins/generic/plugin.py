@@ -26,12 +26,14 @@ a lock.
 **A device that vanishes after it was reserved.** Nomad never tells a plugin
 that an allocation ended, so "allocated" can only mean "named by a Reserve
 call since the plugin started". Such a device does not silently disappear from
-the node: it stays, unhealthy, with the reason ``not present since <time>``,
-for ``vanished_grace`` (default 5 minutes), so the operator sees what the
-running task lost; if it comes back meanwhile it is simply healthy again, and
-after the grace period it is dropped. A device never reserved is dropped at
-once. Reserve refuses a vanished device (FAILED_PRECONDITION), so a restarting
-task fails clearly instead of starting without it.
+the node: it stays, unhealthy, with the reason ``not present since <time>``
+(a PCI function another driver took: ``bound to <driver>, not <the block's>,
+since <time>``), for ``vanished_grace`` (default 5 minutes), so the operator
+sees what the running task lost; if it comes back meanwhile it is simply
+healthy again, and after the grace period it is dropped. A device never
+reserved is dropped at once. Reserve refuses a vanished device
+(FAILED_PRECONDITION), so a restarting task fails clearly instead of starting
+without it.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from nomad_device.errors import FailedPrecondition, InvalidArgument
 from nomad_device.model import DeviceGroup, DeviceGroupStats, Reservation
@@ -63,6 +65,7 @@ from nomad_device.plugins.generic.health import (
     unmatched_nodes,
 )
 from nomad_device.plugins.generic.inventory import Entry, Snapshot
+from nomad_device.plugins.generic.pci import identity_at
 from nomad_device.plugins.generic.probes import (
     MAX_CONCURRENT_PROBES,
     Prober,
@@ -74,6 +77,9 @@ from nomad_device.plugins.generic.probes import (
 from nomad_device.plugins.generic.reservation import reserve, rfc3339
 from nomad_device.plugins.generic.roots import Roots
 from nomad_device.plugins.generic.stats import collect
+
+if TYPE_CHECKING:
+    from nomad_device.sources import UEvent
 
 __all__ = ["PLUGIN_NAME", "PLUGIN_VERSION", "GenericDevicePlugin"]
 
@@ -135,7 +141,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         self._pci_warned: set[str] = set()  # blocks told "no PCI function matches"
         self._aer = AerMarks()
         self._prober = Prober(self, self.rescan, self.log)
-        self._events = EventWatch(self.roots, self.rescan)
+        self._events = EventWatch(self.roots, self.rescan, self._pci_event)
         # Node verdicts of CDI devices within one scan (they share their spec's nodes).
         self._cdi_verdicts: dict[tuple[int, str], str | None] = {}
 
@@ -212,7 +218,7 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         entries: list[Entry] = []
         targets: dict[Key, ProbeTarget] = {}
         functions = [f.pci for fs in scan.found.values() for f in fs if f.pci is not None]
-        self._aer.keep(f.address for f in functions)
+        self._aer.keep(functions)
         for kind in settings.kinds:
             mine: list[Entry] = []
             seen: set[Key] = set()
@@ -287,8 +293,21 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
             deadline = old.missing_deadline
         if now >= deadline:
             return None
-        reason = f"not present since {rfc3339(since)}"
-        return Entry(kind, old.found, False, reason, since, deadline, old.probe)
+        return Entry(
+            kind, old.found, False, self._absence(old.found, since), since, deadline, old.probe
+        )
+
+    def _absence(self, found: Found, since: float) -> str:
+        """Why a device is no longer offered: it is gone, or a PCI function that is still
+        there is bound to another driver than its block's (or otherwise left it)."""
+        when = rfc3339(since)
+        ident = identity_at(self.roots, found.pci.address) if found.pci is not None else None
+        if ident is None:
+            return f"not present since {when}"
+        driver = ident.driver or "no driver"
+        if found.expect_driver is not None and ident.driver != found.expect_driver:
+            return f"bound to {driver}, not {found.expect_driver}, since {when}"
+        return f"present but no longer the block's since {when} (the plugin's log says why)"
 
     def _arm_timer(self, deadline: float) -> None:
         """Rescan when the first vanished device's grace period ends (or an AER mark's)."""
@@ -381,6 +400,11 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         are the plugin's for its whole life (:mod:`.probes`).
         """
         await self._events.run(self._watched_kinds)
+
+    def _pci_event(self, event: UEvent) -> None:
+        """The kernel's word on an error recovery, or a function added or bound anew."""
+        error = event.properties.get("ERROR_EVENT", "")
+        self._aer.uevent(event.action, event.devpath, error, rfc3339(time.time()))
 
     def _watched_kinds(self) -> Sequence[Kind]:
         settings = self._settings

@@ -119,9 +119,7 @@ def reserve(snapshot: Snapshot, device_ids: Sequence[str]) -> tuple[Reservation,
         entries.setdefault(entry.key, entry)
     gone = [e for e in entries.values() if not e.present]
     if gone:
-        detail = "; ".join(
-            f'"{e.found.id}" is not present since {rfc3339(e.missing_since or 0)}' for e in gone
-        )
+        detail = "; ".join(f'"{e.found.id}": {e.reason}' for e in gone)
         raise FailedPrecondition(f"cannot reserve devices that are gone: {detail}")
 
     by_kind: dict[str, list[Entry]] = {}
