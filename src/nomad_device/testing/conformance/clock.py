@@ -16,6 +16,7 @@ two clocks agree. Without ``/proc`` (not Linux) the plugin's time is wall time.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ class PluginClock:
 
     def __init__(self, pid: int | None) -> None:
         self.pid = pid
+        # Each thread's wait as last read: a thread that has ended (or a plugin that
+        # exited) keeps what it waited.
+        self._seen: dict[int, int] = {}
+        self._lock = threading.Lock()
 
     def mark(self) -> Mark:
         return Mark(time.monotonic(), self._waits())
@@ -67,14 +72,17 @@ class PluginClock:
                 return True
 
     def _waits(self) -> dict[int, int]:
-        """Run-queue wait so far, in ns, of every live thread of the process tree."""
-        waits: dict[int, int] = {}
+        """Run-queue wait so far, in ns, of every thread of the process tree seen yet."""
+        read: dict[int, int] = {}
         for pid in _tree(self.pid) if self.pid is not None else ():
-            for tid in _listdir(f"/proc/{pid}/task"):
-                fields = _read(f"/proc/{pid}/task/{tid}/schedstat").split()
+            for task in _listdir(f"/proc/{pid}/task"):
+                fields = _read(f"/proc/{pid}/task/{task}/schedstat").split()
                 if len(fields) >= 2:
-                    waits[int(tid)] = int(fields[1])
-        return waits
+                    read[int(task)] = int(fields[1])
+        with self._lock:
+            for tid, ns in read.items():
+                self._seen[tid] = max(ns, self._seen.get(tid, 0))
+            return dict(self._seen)
 
 
 def _tree(pid: int) -> Iterator[int]:
