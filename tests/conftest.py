@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from nomad_device.goplugin.hclog import HclogEntry
 from nomad_device.host import DevicePluginClient
+from nomad_device.testing.conformance.clock import Mark, PluginClock
 
 TESTS = Path(__file__).parent
 SDK_PLUGIN = TESTS / "plugins" / "sdk_plugin.py"
@@ -44,6 +46,35 @@ class Launched:
 
 
 Launcher = Callable[..., Launched]
+
+
+class OwnTime:
+    """A plugin's own seconds over a ``with`` block: the wall time less what a busy machine
+    kept it waiting for a CPU (the conformance suite's clock). For bounds on how long a
+    plugin takes, which the wall clock of a loaded machine would break. Its threads' waits
+    are sampled in the background, so the figure holds when the plugin exits in the block.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.clock = PluginClock(pid)
+        self.seconds = 0.0
+        self._done = threading.Event()
+        self._mark = Mark(0.0, {})
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> OwnTime:
+        self._mark = self.clock.mark()
+        self._sampler.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.02):
+            self.clock.since(self._mark)
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._sampler.join()
+        self.seconds = self.clock.since(self._mark)
 
 
 @pytest.fixture
