@@ -335,8 +335,8 @@ def test_file_deleted_during_stats(example: Start, tmp_path: Path) -> None:
         assert stream.next(10) == group(Device("a"), Device("b"))
         assert _instances(stats.next(10)) == {"a", "b"}
         (tmp_path / "b").unlink()
-        wait_for(stream, group(Device("a")), timeout=5)
-        deadline = time.monotonic() + 10
+        wait_for(stream, group(Device("a")), timeout=30)
+        deadline = time.monotonic() + 30
         while _instances(stats.next(10)) != {"a"}:
             assert time.monotonic() < deadline
         # Still flowing afterwards.

@@ -137,7 +137,7 @@ def test_python_host_drives_go_plugin(launch_go: LaunchGo, device_dir: Path) -> 
 
 
 def test_python_host_drives_go_plugin_with_automtls(launch_go: LaunchGo, device_dir: Path) -> None:
-    client, logs = launch_go(auto_mtls=True, start_timeout=5)
+    client, logs = launch_go(auto_mtls=True)
     _drive(client, logs, device_dir)
 
 
