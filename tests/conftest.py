@@ -23,8 +23,8 @@ TESTS = Path(__file__).parent
 SDK_PLUGIN = TESTS / "plugins" / "sdk_plugin.py"
 INTEROP = TESTS.parent / "interop"
 
-#: Directories whose every test carries a marker (``make quick`` leaves them out).
-_MARKED_DIRS = {"bundle": "bundle", "kernel": "kernel"}
+#: Directories whose every test carries the marker of their name.
+_MARKED_DIRS = ("bundle", "kernel")
 #: Helpers that make Debian chroots or emulated CPUs (tests/bundle/nodes.py).
 _NODE_HELPERS = ("debian_root", "binfmt_aarch64", "in_root")
 #: Helpers that run a whole program: the conformance suite (three launches and seconds of
@@ -68,11 +68,13 @@ def _reaches_a_program(start: object) -> bool:
     if isinstance(root, types.CodeType) and root in _REACHES:
         return _REACHES[root]
     todo, found_one = [start], False
-    seen: set[types.CodeType] = set()
+    seen: set[object] = set()
     while todo and not found_one:
         found = todo.pop()
         if isinstance(found, type):  # a helper class: its methods
-            todo.extend(vars(found).values())
+            if found not in seen:
+                seen.add(found)
+                todo.extend(vars(found).values())
             continue
         found = getattr(found, "__wrapped__", found)  # a fixture's own function
         code = getattr(found, "__code__", None)
@@ -110,10 +112,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     ``interop``: it builds the Go programs (its fixtures reach ``interop_bin``);
     ``bundle``/``kernel``: it lives under ``tests/bundle/`` or ``tests/kernel/``;
-    ``node``: its module uses the Debian-node helpers; ``slow``: it runs a whole program
-    (``_PROGRAMS``, the ``device_plugin_conformance`` fixture), or its module says so (a
-    module whose tests start ready-made plugins or tools, with its reason). ``make quick``
-    runs the rest (docs/testing.md); ``make test`` runs everything.
+    ``node``: its module uses the Debian-node helpers; ``slow``: it starts a whole program
+    (``_starts_a_program``), or its module says so where the code cannot tell. ``make
+    quick`` runs the rest (docs/testing.md); ``make test`` runs everything.
     """
     for item in items:
         names = getattr(item, "fixturenames", ())
@@ -122,7 +123,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = Path(str(item.path))
         parts = path.relative_to(TESTS).parts if path.is_relative_to(TESTS) else ()
         if parts and parts[0] in _MARKED_DIRS:
-            item.add_marker(_MARKED_DIRS[parts[0]])
+            item.add_marker(parts[0])
         module = getattr(item, "module", None)
         if module is not None and any(hasattr(module, name) for name in _NODE_HELPERS):
             item.add_marker(pytest.mark.node)
