@@ -1,10 +1,11 @@
-# Two entry points matter: `make demo` and `make test` (see README).
+# Two entry points matter: `make demo` and `make test` (see README); `make quick` is the
+# fast lane for people working on the code.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest protos reference bench clean dist
+.PHONY: demo test quick lint typecheck pytest protos reference bench clean dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +27,16 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+# The fast lane: everything but the Go interop, the Debian and qemu nodes, the bundle
+# builds, the QEMU kernel tier and the tests that start whole programs (ready-made plugins,
+# the launcher, the conformance suite), which tests/conftest.py marks by what they use;
+# side by side, as most of the time goes in waiting on plugins (docs/testing.md).
+QUICK_SKIP    := interop or node or bundle or kernel or slow
+QUICK_WORKERS ?= 4
+
+quick: lint typecheck
+	$(BIN)/pytest -q -n $(QUICK_WORKERS) -m "not ($(QUICK_SKIP))" $(PYTEST_ARGS)
 
 # One executable file per ready-made plugin (every nomad-device-* script under
 # nomad_device.plugins) and CPU, to copy into a Nomad client's plugin_dir: each

@@ -6,7 +6,9 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +17,118 @@ import pytest
 
 from nomad_device.goplugin.hclog import HclogEntry
 from nomad_device.host import DevicePluginClient
+from nomad_device.testing.conformance.clock import Mark, PluginClock
 
 TESTS = Path(__file__).parent
 SDK_PLUGIN = TESTS / "plugins" / "sdk_plugin.py"
 INTEROP = TESTS.parent / "interop"
+
+#: Directories whose every test carries the marker of their name.
+_MARKED_DIRS = ("bundle", "kernel")
+#: Helpers that make Debian chroots or emulated CPUs (tests/bundle/nodes.py).
+_NODE_HELPERS = ("debian_root", "binfmt_aarch64", "in_root")
+#: Helpers that run a whole program: the conformance suite (three launches and seconds of
+#: watching) and the launcher (a second of CPU to start).
+_PROGRAMS = frozenset({"run_conformance", "run_cli", "launcher_command"})
+#: Console scripts and ``python -m`` modules that are whole programs too.
+_SCRIPTS = ("nomad-device-", "nomad_device.plugins.", "pytest")
+
+
+def _is_command(value: object) -> bool:
+    """A command that starts a program of ``_SCRIPTS`` (``python -m pytest``, a ready-made
+    plugin's module, a console script), or a path to one of ``scripts/``."""
+    if isinstance(value, Path):
+        return value.parent.name == "scripts" and value.suffix == ".py"
+    if not isinstance(value, (list, tuple)):
+        return False
+    words = [v for v in value if isinstance(v, str)]
+    if "-m" in words:
+        return any(w.startswith(_SCRIPTS) for w in words[words.index("-m") + 1 :])
+    return bool(words) and Path(words[0]).name.startswith(_SCRIPTS)
+
+
+def _starts_a_program(item: pytest.Item) -> bool:
+    """Whether the test, or a fixture or helper of the tests' own that it uses, starts a
+    whole program: calls a helper of ``_PROGRAMS``, uses a command of ``_SCRIPTS`` or the
+    ``device_plugin_conformance`` fixture."""
+    fixtures = getattr(item, "fixturenames", ())
+    if "device_plugin_conformance" in fixtures:
+        return True
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    used = [getattr(item, "function", None), *(d.func for n in fixtures for d in defs.get(n, ()))]
+    return any(_reaches_a_program(found) for found in used)
+
+
+_REACHES: dict[types.CodeType, bool] = {}
+
+
+def _reaches_a_program(start: object) -> bool:
+    """Whether a function of the tests (or what of the tests' it uses) starts a program."""
+    root = getattr(getattr(start, "__wrapped__", start), "__code__", None)
+    if isinstance(root, types.CodeType) and root in _REACHES:
+        return _REACHES[root]
+    todo, found_one = [start], False
+    seen: set[object] = set()
+    while todo and not found_one:
+        found = todo.pop()
+        if isinstance(found, type):  # a helper class: its methods
+            if found not in seen:
+                seen.add(found)
+                todo.extend(vars(found).values())
+            continue
+        found = getattr(found, "__wrapped__", found)  # a fixture's own function
+        code = getattr(found, "__code__", None)
+        if not isinstance(code, types.CodeType) or code in seen:
+            continue
+        if not Path(code.co_filename).is_relative_to(TESTS):
+            continue  # the SDK's own code is not followed
+        seen.add(code)
+        names, consts = _contents(code)
+        scope: dict[str, object] = getattr(found, "__globals__", {})
+        values = [scope.get(name) for name in names]
+        values += getattr(found, "__defaults__", None) or ()
+        found_one = bool(names & _PROGRAMS) or _is_command(consts)
+        found_one = found_one or any(map(_is_command, values))
+        todo.extend(values)
+    if isinstance(root, types.CodeType):
+        _REACHES[root] = found_one
+    return found_one
+
+
+def _contents(code: types.CodeType) -> tuple[set[str], list[object]]:
+    """The global and attribute names and the constants of a function's code (nested
+    functions too)."""
+    names, consts = set(code.co_names), list(code.co_consts)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            inner_names, inner_consts = _contents(const)
+            names |= inner_names
+            consts += inner_consts
+    return names, consts
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by what it needs, so that a new test is classified without a marker.
+
+    ``interop``: it builds the Go programs (its fixtures reach ``interop_bin``);
+    ``bundle``/``kernel``: it lives under ``tests/bundle/`` or ``tests/kernel/``;
+    ``node``: its module uses the Debian-node helpers; ``slow``: it starts a whole program
+    (``_starts_a_program``), or its module says so where the code cannot tell. ``make
+    quick`` runs the rest (docs/testing.md); ``make test`` runs everything.
+    """
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if "interop_bin" in names:
+            item.add_marker(pytest.mark.interop)
+        path = Path(str(item.path))
+        parts = path.relative_to(TESTS).parts if path.is_relative_to(TESTS) else ()
+        if parts and parts[0] in _MARKED_DIRS:
+            item.add_marker(parts[0])
+        module = getattr(item, "module", None)
+        if module is not None and any(hasattr(module, name) for name in _NODE_HELPERS):
+            item.add_marker(pytest.mark.node)
+        if _starts_a_program(item):
+            item.add_marker(pytest.mark.slow)
 
 
 class Launched:
@@ -44,6 +154,35 @@ class Launched:
 
 
 Launcher = Callable[..., Launched]
+
+
+class OwnTime:
+    """A plugin's own seconds over a ``with`` block: the wall time less what a busy machine
+    kept it waiting for a CPU (the conformance suite's clock). For bounds on how long a
+    plugin takes, which the wall clock of a loaded machine would break. Its threads' waits
+    are sampled in the background, so the figure holds when the plugin exits in the block.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.clock = PluginClock(pid)
+        self.seconds = 0.0
+        self._done = threading.Event()
+        self._mark = Mark(0.0, {})
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> OwnTime:
+        self._mark = self.clock.mark()
+        self._sampler.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.02):
+            self.clock.since(self._mark)
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._sampler.join()
+        self.seconds = self.clock.since(self._mark)
 
 
 @pytest.fixture

@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DOC = Path(__file__).parent.parent / "docs" / "tutorial.md"
+# The tutorial's plugin runs as a process, and under the conformance suite.
+pytestmark = pytest.mark.slow
+
 BLOCK = re.compile(r"```python\n# file: (?P<name>\S+)\n(?P<body>.*?)```", re.S)
 
 

@@ -106,10 +106,8 @@ def test_first_fingerprint_goes_out_at_once(example: Start, tmp_path: Path, cont
     if contents == "one-file":
         touch(root / "dev")
     launched = example(root, list_period="1h")
-    started = time.monotonic()
     with launched.client.fingerprint() as stream:
-        first = stream.next(5)
-    assert time.monotonic() - started < 2
+        first = stream.next(30)  # the period is an hour: only the first scan explains this
     assert first == (group(Device("dev")) if contents == "one-file" else [])
 
 
@@ -337,8 +335,8 @@ def test_file_deleted_during_stats(example: Start, tmp_path: Path) -> None:
         assert stream.next(10) == group(Device("a"), Device("b"))
         assert _instances(stats.next(10)) == {"a", "b"}
         (tmp_path / "b").unlink()
-        wait_for(stream, group(Device("a")), timeout=5)
-        deadline = time.monotonic() + 10
+        wait_for(stream, group(Device("a")), timeout=30)
+        deadline = time.monotonic() + 30
         while _instances(stats.next(10)) != {"a"}:
             assert time.monotonic() < deadline
         # Still flowing afterwards.
@@ -527,6 +525,9 @@ def test_concurrent_reserve_during_rescans(example: Start, tmp_path: Path) -> No
         for worker in workers:
             worker.start()
         time.sleep(3)  # a load test: the work happens in the threads meanwhile
+        deadline = time.monotonic() + 60  # and at least 100 reserves, however busy the machine
+        while calls[0] <= 100 and time.monotonic() < deadline:
+            time.sleep(0.05)
         stop.set()
         for worker in workers:
             worker.join(20)

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TESTS, Launched, Launcher
+from conftest import TESTS, Launched, Launcher, OwnTime
 
 from nomad_device import Backoff, Device, DeviceGroup, DevicePlugin, Wakeup
+from nomad_device.goplugin.client import KILL_GRACE
 from nomad_device.plugin.engine import DEADLINE_TOLERANCE, MAX_DEADLINES, Deadlines
 from nomad_device.plugin.runtime import runtime_of
 
@@ -207,8 +208,11 @@ def test_on_close_stops_what_the_plugin_started(mode: str, launch: Launcher) -> 
     plugin = _api(launch, mode)
     pid = int(_command(plugin, "!child")["pid"])
     assert not _gone(pid)
-    result = plugin.client.kill()
+    # Within the host's 2 s grace in the plugin's own time, close()'s 1 s time box included.
+    with OwnTime(plugin.client.process.pid) as own:
+        result = plugin.client.process.kill(grace=30)
     assert result.outcome == "graceful", result
+    assert own.seconds < KILL_GRACE, (result, own.seconds)
     assert _gone(pid)
 
 

@@ -311,11 +311,10 @@ def test_plugin_not_found() -> None:
 def test_plugin_that_never_handshakes(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     env = cli_env(LAUNCHER_TEST_MODE="hang", LAUNCHER_TEST_PID_FILE=str(pid_file))
-    started = time.monotonic()
+    # The plugin never handshakes: a launcher that did not give up would meet run_cli's timeout.
     result = run_cli("info", "--start-timeout", "1", str(MISBEHAVING), env=env)
     assert result.returncode == 1
     assert "timeout while waiting for plugin to start (1s)" in result.stderr
-    assert time.monotonic() - started < 20
     assert wait_gone(read_pid(pid_file))
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,10 +109,8 @@ def test_the_session_ends_when_the_plugin_dies(tmp_path: Path, terminal: type[Te
     )
     term.expect(r"Available commands")
     pid = read_pid(pid_file)
-    started = time.monotonic()
     term.send("reserve(dev0)\r")
-    assert term.wait() == 1
-    assert time.monotonic() - started < 10
+    assert term.wait() == 1  # a session that outlived its plugin would run out wait()'s 20 s
     term.expect(r"error: the plugin exited unexpectedly \(exit status 7\)")
     assert wait_gone(pid)
 

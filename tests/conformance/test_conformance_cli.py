@@ -12,6 +12,9 @@ import pytest
 
 from nomad_device.testing.conformance.cli import main
 
+# Each test runs the whole conformance suite, in-process or as the console script.
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).parent / "fixtures"
 SCRIPT = Path(sys.executable).parent / "nomad-device-conformance"
 SDK_PLUGIN = Path(__file__).parents[1] / "plugins" / "sdk_plugin.py"

@@ -57,11 +57,13 @@ def assert_ok(result: dict[str, Any] | None, what: str) -> Any:
     return result.get("value")
 
 
-def assert_graceful_kill(report: Report, limit_ms: float) -> None:
+def assert_graceful_kill(report: Report) -> None:
+    """go-plugin's own kill: Shutdown, then SIGKILL after its 2 s grace. How promptly the SDK
+    exits is checked in the plugin's own time (test_transport), which a busy machine does not
+    stretch; a bound on this wall-clock figure would be the machine's."""
     kill = report["kill"]
     assert kill["outcome"] == "graceful", kill
     assert kill["process_gone"], kill
-    assert kill["ms"] < limit_ms, kill
     assert not any(r["message"] == FORCED for r in report["logs"])
 
 
@@ -144,7 +146,7 @@ def test_go_host_drives_sdk_plugin(gohost: GoHost, mode: str, auto_mtls: bool) -
     # Nothing the plugin wrote fell back to go-plugin's "not JSON" debug path.
     assert not [r for r in plugin_logs(report) if r["message"].startswith("{")]
 
-    assert_graceful_kill(report, limit_ms=1000)
+    assert_graceful_kill(report)
 
 
 def test_go_host_sends_given_config(gohost: GoHost) -> None:
@@ -157,7 +159,7 @@ def test_go_host_sends_given_config(gohost: GoHost) -> None:
     assert_ok(report["set_config"], "SetConfig")
     fingerprint = assert_ok(report["fingerprint"], "Fingerprint")
     assert [d["id"] for d in fingerprint["groups"][0]["devices"]] == ["dev0", "dev1", "dev2"]
-    assert_graceful_kill(report, limit_ms=1000)
+    assert_graceful_kill(report)
 
 
 def test_go_host_reports_set_config_error(gohost: GoHost) -> None:
@@ -177,7 +179,7 @@ def test_go_host_reports_set_config_error(gohost: GoHost) -> None:
     assert not result["ok"]
     assert result["error"]["code"] == "InvalidArgument"
     assert "devices: must not be negative" in result["error"]["message"]
-    assert_graceful_kill(report, limit_ms=1000)
+    assert_graceful_kill(report)
 
 
 # -- reattach --------------------------------------------------------------------

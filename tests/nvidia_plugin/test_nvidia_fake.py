@@ -442,9 +442,9 @@ def test_waits_end_early_lost_gpus_and_unprivileged_instance_xids(scenario: Scen
         N.nvmlDeviceRegisterEvents(h, N.nvmlEventTypeXidCriticalError, s)
         started = time.monotonic()
         try:
-            N.nvmlEventSetWait(s, 5000)
-        except N.NVMLError as exc:
-            out["interrupted"] = [exc.value, time.monotonic() - started < 2]
+            N.nvmlEventSetWait(s, 60000)
+        except N.NVMLError as exc:  # early: long before the minute it would wait
+            out["interrupted"] = [exc.value, time.monotonic() - started < 30]
         """,
     )
     assert out == {"interrupted": [10, True]}
@@ -495,9 +495,11 @@ def test_undefined_uses_of_event_sets_crash_loudly(scenario: Scenarios) -> None:
         h = N.nvmlDeviceGetHandleByIndex(0)
         s = N.nvmlEventSetCreate()
         N.nvmlDeviceRegisterEvents(h, N.nvmlEventTypeXidCriticalError, s)
-        waiting = threading.Thread(target=lambda: N.nvmlEventSetWait(s, 2000))
+        waiting = threading.Thread(target=lambda: N.nvmlEventSetWait(s, 60000))
         waiting.start()
-        time.sleep(0.3)
+        # Inside the wait: the fake's wait naps in nanosleep, which nothing before it does.
+        while "nanosleep" not in open(f"/proc/self/task/{waiting.native_id}/wchan").read():
+            time.sleep(0.01)
         N.nvmlShutdown()
         """,
     )
@@ -510,9 +512,11 @@ def test_undefined_uses_of_event_sets_crash_loudly(scenario: Scenarios) -> None:
         import threading, time
         N.nvmlInit()
         s = N.nvmlEventSetCreate()
-        waiting = threading.Thread(target=lambda: N.nvmlEventSetWait(s, 2000))
+        waiting = threading.Thread(target=lambda: N.nvmlEventSetWait(s, 60000))
         waiting.start()
-        time.sleep(0.3)
+        # Inside the wait: the fake's wait naps in nanosleep, which nothing before it does.
+        while "nanosleep" not in open(f"/proc/self/task/{waiting.native_id}/wchan").read():
+            time.sleep(0.01)
         N.nvmlEventSetFree(s)
         """,
     )

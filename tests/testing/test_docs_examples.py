@@ -23,6 +23,9 @@ from nomad_device.testing import MockDevicePlugin
 from nomad_device.testing.conformance import CHECKS, SuiteOptions, run_conformance
 from nomad_device.testing.conformance.cli import _parser
 
+# The page's examples run as programs: pytest on its test files, the conformance suite.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "testing.md"
 FIXTURES = ROOT / "tests" / "conformance" / "fixtures"

@@ -146,7 +146,6 @@ def test_in_process_kill_closes_the_server_not_the_test_process() -> None:
         assert h.client.reattach_config.pid == os.getpid()
         result = h.client.kill()  # before the fix: SIGKILL to this very process
         assert result.outcome == "graceful", result
-        assert result.seconds < 2
         assert not os.path.exists(h.address)
         assert h.client.kill().outcome == "gone"
     with InProcessHarness(CounterPlugin) as h, h.client:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -22,6 +23,7 @@ from nomad_device.goplugin import handshake as hs
 from nomad_device.goplugin.client import KillResult, PluginError, ReattachConfig
 from nomad_device.goplugin.hclog import parse_line
 from nomad_device.host import CallError, DevicePluginClient
+from nomad_device.testing.conformance.clock import STRETCH, Mark, PluginClock
 from nomad_device.testing.conformance.suite import SuiteOptions
 
 __all__ = ["APP_VERSION", "Launch", "crash_advice", "plugin_env", "python_crash"]
@@ -116,7 +118,12 @@ class Launch:
         self.proc: subprocess.Popen[bytes] | None = None
         self.client: DevicePluginClient | None = None
         self.started = 0.0
+        #: The plugin's own time (see :mod:`.clock`): the bounds are about the plugin.
+        self.clock = PluginClock(None)
+        self._start_mark = Mark(0.0, {})
         self.handshake_seconds: float | None = None
+        #: Of ``handshake_seconds``, the plugin's own time (less its wait for a CPU).
+        self.handshake_own_seconds: float | None = None
         self.handshake_raw: str | None = None
         self.handshake: hs.HandshakeLine | None = None
         self.handshake_error: str | None = None
@@ -146,11 +153,14 @@ class Launch:
         except OSError as exc:
             self.start_error = f"cannot start {self.command[0]!r}: {exc}"
             return False
+        self.clock = PluginClock(self.proc.pid)
+        # A new process has waited for nothing yet: its every wait counts from here.
+        self._start_mark = Mark(self.started, {})
         for target, name in ((self._read_stdout, "stdout"), (self._read_stderr, "stderr")):
             thread = threading.Thread(target=target, name=f"conformance-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
-        if not self._handshake_done.wait(self.options.start_timeout):
+        if not self.clock.wait(self._handshake_done.wait, self.options.start_timeout):
             self.start_error = (
                 f"no handshake line within {self.options.start_timeout:g} s "
                 "(Nomad gives up after 1 minute)"
@@ -208,6 +218,7 @@ class Launch:
                 self.handshake_raw = text
                 self.handshake = parsed
                 self.handshake_seconds = time.monotonic() - self.started
+                self.handshake_own_seconds = self.clock.since(self._start_mark)
                 break
         finally:
             self._handshake_done.set()
@@ -268,12 +279,46 @@ class Launch:
 
     # -- end --------------------------------------------------------------------
 
-    def kill(self) -> KillResult:
-        """Nomad's kill: Shutdown, 2 s grace, SIGKILL."""
+    def kill(self, grace: float) -> tuple[KillResult, float]:
+        """Nomad's kill, its grace in the plugin's own time: Shutdown, then SIGKILL once
+        the plugin has had ``grace`` seconds of its own to exit.
+
+        Returns how it ended (in wall seconds) and the plugin's own seconds until then.
+        """
         assert self.client is not None
-        self.kill_result = self.client.kill()
+        mark = self.clock.mark()
+        # The host client makes the Shutdown call and closes its side; its grace is the
+        # longest the plugin's own may stretch to, and the SIGKILL is sent from here.
+        asking = threading.Thread(
+            target=self.client.process.kill,
+            args=(grace * STRETCH,),
+            name="conformance-kill",
+            daemon=True,
+        )
+        asking.start()
+        exited = self.clock.wait(self._exited, grace, mark)
+        own = self.clock.since(mark)  # before the exit is reaped: /proc still knows it
+        took = time.monotonic() - mark.wall
+        if not exited:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
         self.wait_exit(5.0)
-        return self.kill_result
+        asking.join(5.0)
+        self.kill_result = KillResult("graceful" if exited else "forced", took, self.exit_code())
+        return self.kill_result, own
+
+    def _exited(self, timeout: float) -> bool:
+        """Whether the process exits within ``timeout``, left unreaped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+                    return True
+            except ChildProcessError:  # reaped already
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
     def close(self) -> None:
         """Make sure the process is gone and every output line is read."""

@@ -156,7 +156,9 @@ def _session(suite: Suite, launch: Launch) -> None:
         lifecycle.shutdown(suite, launch, [])
         return
     stub = device_pb2_grpc.DevicePluginStub(client.process.channel)
-    fingerprints = StreamWatch(stub.Fingerprint(device_pb2.FingerprintRequest()), "fingerprint")
+    fingerprints = StreamWatch(
+        stub.Fingerprint(device_pb2.FingerprintRequest()), "fingerprint", launch.clock
+    )
     watches = [fingerprints]
     try:
         got_first = fingerprints.wait(lambda: bool(fingerprints.messages), timeout)
@@ -165,7 +167,7 @@ def _session(suite: Suite, launch: Launch) -> None:
         if got_first:
             # Nomad starts collecting stats only once the first fingerprint arrived.
             request = device_pb2.StatsRequest(collection_interval=duration_pb2.Duration())
-            stats_watch = StreamWatch(stub.Stats(request), "stats")
+            stats_watch = StreamWatch(stub.Stats(request), "stats", launch.clock)
             watches.append(stats_watch)
             first_at = fingerprints.started + fingerprints.messages[0][0]
             _observe(launch, first_at + suite.options.open_window)

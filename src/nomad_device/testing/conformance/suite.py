@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from nomad_device.agentconfig.agentfile import PluginBlock
     from nomad_device.testing.conformance.launch import Launch
 
-__all__ = ["Suite", "SuiteOptions", "excerpt", "seconds"]
+__all__ = ["Suite", "SuiteOptions", "excerpt", "seconds", "waited_for_cpu"]
 
 
 @dataclass(frozen=True)
@@ -102,3 +102,8 @@ def excerpt(data: bytes | str, limit: int = 160) -> str:
 
 def seconds(value: float) -> str:
     return f"{value:.2f} s"
+
+
+def waited_for_cpu(value: float) -> str:
+    """Evidence for the part of a wall time the plugin spent waiting for a CPU (:mod:`.clock`)."""
+    return f"{seconds(value)} of it waiting for a CPU the host gave to other work (not counted)"

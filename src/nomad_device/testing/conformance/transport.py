@@ -7,12 +7,14 @@ what Nomad sees of a plugin before and beside any device RPC.
 from __future__ import annotations
 
 import subprocess
+import time
 
 import grpc
 
 from nomad_device.goplugin.hclog import parse_line
 from nomad_device.host import CallError, DevicePluginClient
 from nomad_device.testing.conformance.checks import Status
+from nomad_device.testing.conformance.clock import Mark, PluginClock
 from nomad_device.testing.conformance.launch import (
     APP_VERSION,
     Launch,
@@ -20,47 +22,62 @@ from nomad_device.testing.conformance.launch import (
     plugin_env,
     python_crash,
 )
-from nomad_device.testing.conformance.suite import Suite, excerpt, seconds
+from nomad_device.testing.conformance.suite import Suite, excerpt, seconds, waited_for_cpu
 
 __all__ = ["cookie_refusal", "handshake", "hclog_stderr", "health", "stdout_quiet"]
 
 #: Start-up slower than this is worth a warning: Nomad pays it three times per agent start.
+#: Like every bound of the suite, it is counted in the plugin's own time (:mod:`.clock`).
 SLOW_START = 5.0
-#: How long a plugin run without the cookie may take to refuse.
+#: How long a plugin run without the cookie may take to refuse (its own time).
 COOKIE_TIMEOUT = 10.0
 
 
 def cookie_refusal(suite: Suite) -> None:
+    started = time.monotonic()
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             suite.command,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=plugin_env(suite.options, cookie=False),
             cwd=suite.options.cwd,
-            timeout=COOKIE_TIMEOUT,
-            check=False,
         )
-    except subprocess.TimeoutExpired as exc:
+    except OSError as exc:
+        suite.put("cookie-refusal", Status.FAIL, f"cannot start the plugin: {exc}")
+        return
+    output: list[tuple[bytes, bytes]] = []
+    so_far = b""
+
+    def finished(timeout: float) -> bool:
+        nonlocal so_far
+        try:
+            output.append(proc.communicate(timeout=timeout))
+        except subprocess.TimeoutExpired as exc:
+            so_far = exc.stdout or b""
+        return bool(output)
+
+    if not PluginClock(proc.pid).wait(finished, COOKIE_TIMEOUT, Mark(started, {})):
+        proc.kill()
+        proc.wait()
         suite.put(
             "cookie-refusal",
             Status.FAIL,
             f"without the cookie the plugin was still running after {COOKIE_TIMEOUT:g} s",
-            [f"stdout: {excerpt(exc.stdout or b'')}"],
+            [f"stdout: {excerpt(so_far)}"],
         )
         return
-    except OSError as exc:
-        suite.put("cookie-refusal", Status.FAIL, f"cannot start the plugin: {exc}")
-        return
+    stdout, stderr_bytes = output[0]
     evidence = [f"exit status {proc.returncode}"]
-    stderr = proc.stderr.decode("utf-8", "replace")
+    stderr = stderr_bytes.decode("utf-8", "replace")
     crash = python_crash(stderr.splitlines())
     if crash is not None:
         evidence.append(f"exception: {excerpt(crash)}")
     elif stderr.strip():
         evidence.append(f"stderr: {excerpt(stderr.strip().splitlines()[0])}")
-    if proc.stdout:
-        evidence.append(f"stdout: {excerpt(proc.stdout)}")
+    if stdout:
+        evidence.append(f"stdout: {excerpt(stdout)}")
     if crash is not None:
         # Exit status 1 and text on stderr, yet nothing refused anything: it would
         # crash the same way under Nomad.
@@ -71,9 +88,9 @@ def cookie_refusal(suite: Suite) -> None:
             evidence,
             advice=crash_advice(crash),
         )
-    elif proc.stdout:
+    elif stdout:
         summary = "without the cookie the plugin wrote to stdout"
-        if b"|grpc" in proc.stdout or b"|netrpc" in proc.stdout:
+        if b"|grpc" in stdout or b"|netrpc" in stdout:
             summary = "without the cookie the plugin printed a handshake and served anyway"
         suite.put("cookie-refusal", Status.FAIL, summary, evidence)
     elif proc.returncode == 0:
@@ -85,7 +102,7 @@ def cookie_refusal(suite: Suite) -> None:
             f"refused, but with exit status {proc.returncode} instead of 1",
             evidence,
         )
-    elif not proc.stderr.strip():
+    elif not stderr.strip():
         suite.put(
             "cookie-refusal", Status.WARN, "exited 1 without explaining why on stderr", evidence
         )
@@ -150,12 +167,15 @@ def handshake(suite: Suite, launch: Launch, started: bool) -> None:
             evidence,
         )
     took = launch.handshake_seconds or 0.0
-    if took > SLOW_START:
+    own = launch.handshake_own_seconds if launch.handshake_own_seconds is not None else took
+    if took - own >= 0.05:
+        evidence.append(waited_for_cpu(took - own))
+    if own > SLOW_START:
         suite.put(
             "handshake",
             Status.WARN,
-            f"the handshake took {seconds(took)}; Nomad starts each plugin three times "
-            "per agent start",
+            f"the handshake took {seconds(own)} of the plugin's own time; Nomad starts each "
+            "plugin three times per agent start",
             evidence,
         )
     suite.put(
