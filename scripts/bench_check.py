@@ -1,6 +1,6 @@
 """Benchmark ``nomad-device-launcher check --nomad`` against a fleet-sized cluster.
 
-A fake Nomad HTTP API (``tests/cli/fake_nomad.py``, in a process of its own,
+A fake Nomad HTTP API (``tests/support/fake_nomad.py``, in a process of its own,
 5 ms added to every answer as a network's round trip) serves ``--nodes``
 client nodes (default 10,000), each with eight GPUs (UUIDs, bus IDs, the
 attributes the nvidia plugin reports), a 64-core two-node NUMA topology, five
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "cli"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 JOB = """\
 job "train" {
@@ -82,7 +82,7 @@ def _uuid(rnd: random.Random) -> str:
 
 
 def make_cluster(nodes: int, allocations: int, seed: int = 22) -> tuple[list[Any], dict[str, Any]]:
-    from fake_nomad import allocation, node
+    from support.fake_nomad import allocation, node
 
     rnd = random.Random(seed)
     out = []
@@ -166,7 +166,7 @@ def make_cluster(nodes: int, allocations: int, seed: int = 22) -> tuple[list[Any
 
 def serve(nodes: int, allocations: int, delay: float) -> None:
     """The fake API, until stdin closes; prints its address, then its request count."""
-    from fake_nomad import FakeNomad
+    from support.fake_nomad import FakeNomad
 
     cluster, allocs = make_cluster(nodes, allocations)
     fake = FakeNomad(nodes=cluster, allocations=allocs, delay=delay)

@@ -4,7 +4,7 @@
   of N instances (with fresh and with reused stat values, as the example plugin
   reuses unchanged ones), beside the protobuf conversion of the same value;
   best of five runs each;
-- storm: ``tests/plugins/storm_plugin.py`` launched as Nomad launches it; the
+- storm: ``tests/support/plugins/storm_plugin.py`` launched as Nomad launches it; the
   plugin rains 10,000 ``rescan()`` calls on its engine (its sync ``watch()``
   thread, four more threads and the event loop) and the host counts the
   ``detect()`` calls that caused, over the real wire.
@@ -36,7 +36,9 @@ from nomad_device.model import (
 )
 from nomad_device.wire import convert
 
-STORM_PLUGIN = Path(__file__).resolve().parent.parent / "tests" / "plugins" / "storm_plugin.py"
+STORM_PLUGIN = (
+    Path(__file__).resolve().parent.parent / "tests" / "support" / "plugins" / "storm_plugin.py"
+)
 
 
 def best_ms(fn: Callable[[], object], runs: int = 5) -> float:

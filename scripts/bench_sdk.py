@@ -22,7 +22,7 @@ from nomad_device.goplugin.client import PluginProcess, ReattachConfig
 from nomad_device.host import DevicePluginClient
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_PLUGIN = [sys.executable, str(ROOT / "tests" / "plugins" / "sdk_plugin.py")]
+DEFAULT_PLUGIN = [sys.executable, str(ROOT / "tests" / "support" / "plugins" / "sdk_plugin.py")]
 
 
 def rss_mib(pid: int) -> float:

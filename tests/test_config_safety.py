@@ -5,7 +5,7 @@ maps, nested blocks, lists and maps of blocks, ``hcl_block`` maps, nested a
 few levels deep -- give schemas in which no combination of set and unset
 settings yields values of different types: the safety analysis finds nothing,
 and generated agent files never make the decoder (held to Nomad's own code by
-``tests/interop/test_agent_config_crosscheck.py``) report a panic.
+``tests/agentconfig/test_agent_config_crosscheck.py``) report a panic.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from agentgen import cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.agentgen import cases
 
 from nomad_device.agentconfig import schemasafety, setconfig
 from nomad_device.config import ConfigError, config_spec, decode_config

@@ -12,14 +12,15 @@ import sys
 import grpc
 import msgpack
 import pytest
-from conftest import TESTS, Launched, Launcher
+from support import PLUGINS
+from support.processes import Launched, Launcher
 
 from nomad_device.config import config_spec
 from nomad_device.errors import DevicePluginError, InvalidArgument
 from nomad_device.host import CallError
 from nomad_device.wire import cty, hclspec
 
-ERRORS_PLUGIN = TESTS / "plugins" / "errors_plugin.py"
+ERRORS_PLUGIN = PLUGINS / "errors_plugin.py"
 
 
 def _plugin(launch: Launcher, *args: str) -> Launched:

@@ -7,11 +7,12 @@ import threading
 
 import grpc
 import pytest
-from conftest import TESTS, Launcher
+from support import PLUGINS
+from support.processes import Launcher
 
 from nomad_device.host import CallError, Stream
 
-CANCELS = [sys.executable, str(TESTS / "plugins" / "cancels_streams.py")]
+CANCELS = [sys.executable, str(PLUGINS / "cancels_streams.py")]
 #: The fixture plugin keeps a Stats stream with this interval open until we cancel it.
 STAYS_OPEN = 7.0
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from support import ROOT
 
 
 def _generator() -> ModuleType:

@@ -6,11 +6,11 @@ import dataclasses
 import importlib.util
 import sys
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import msgpack
 import pytest
+from support import PLUGINS
 
 from nomad_device.agentconfig import hcldec
 from nomad_device.agentconfig.setconfig import required_settings
@@ -242,7 +242,7 @@ def test_json_numbers_are_read_exactly() -> None:
 
 def _plugin_config(name: str) -> type:
     """The ``Config`` dataclass of a test plugin under tests/plugins/."""
-    path = Path(__file__).resolve().parents[1] / "plugins" / f"{name}.py"
+    path = PLUGINS / f"{name}.py"
     module_name = f"_defaults_test_{name}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec is not None and spec.loader is not None

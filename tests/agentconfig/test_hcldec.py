@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from agentgen import TEMPLATED
+from support.agentgen import TEMPLATED
 
 from nomad_device.agentconfig import agentfile
 from nomad_device.agentconfig.hcldec import (

@@ -2,7 +2,7 @@
 
 The messages are HCL 1's, position included, exactly as a Nomad v2.0.5 agent
 logs them when it refuses the file (the Go cross-check in
-``tests/interop/test_agent_config_crosscheck.py`` holds the reader to that).
+``tests/agentconfig/test_agent_config_crosscheck.py`` holds the reader to that).
 """
 
 from __future__ import annotations

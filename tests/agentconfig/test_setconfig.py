@@ -3,7 +3,7 @@
 Each class of the issue 17 corpus: labelled blocks with collection settings set
 in some and not others, JSON agent files in HCL 1's forms, duplicate plugin
 labels, repeated config blocks, interpolation. Expected outcomes are the ones
-a Nomad v2.0.5 agent gives (``tests/interop/test_agent_config_crosscheck.py``
+a Nomad v2.0.5 agent gives (``tests/agentconfig/test_agent_config_crosscheck.py``
 checks the same files against Nomad's libraries).
 """
 

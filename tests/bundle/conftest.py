@@ -9,10 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.bundle import build
 
 from nomad_device.bundle import read_config
-
-from .bundle_support import build
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support import ROOT, SDK_PLUGIN
+from support.bundle import build, node_env, node_python, payload, tiny_bundle, unavailable
 
 from nomad_device.bundle import BundleError, Root, read_config, resolve_target
 from nomad_device.bundle.archive import contents
@@ -25,9 +27,6 @@ from nomad_device.bundle.collect import (
 )
 from nomad_device.host import DevicePluginClient
 
-from .bundle_support import build, node_env, node_python, payload, tiny_bundle, unavailable
-
-ROOT = Path(__file__).resolve().parents[2]
 BOOTSTRAP = ROOT / "src" / "nomad_device" / "bundle" / "bootstrap.py"
 
 
@@ -108,7 +107,7 @@ def test_targets() -> None:
     cls = resolve_target("nomad_device.plugins.example.plugin:FsDevicePlugin")
     assert cls.name == "fsdeviceplugin"
     assert cls.loose_modules == ()
-    file = resolve_target(str(ROOT / "tests" / "plugins" / "sdk_plugin.py"))
+    file = resolve_target(str(SDK_PLUGIN))
     assert (file.kind, file.entry, file.name) == ("script", SCRIPT_MODULE, "sdk-plugin")
     with pytest.raises(BundleError, match="not a DevicePlugin"):
         resolve_target("nomad_device.model:Device")
@@ -206,7 +205,7 @@ def test_pip_source_installs_into_the_staging_tree(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("target", "name"),
     [
-        ("tests/plugins/sdk_plugin.py", "sdk-test"),
+        ("tests/support/plugins/sdk_plugin.py", "sdk-test"),
         ("nomad_device.plugins.example.plugin:FsDevicePlugin", "example-fs-device"),
     ],
     ids=["plugin-file", "module-class"],

@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bundle import node_env, node_python, payload, tiny_bundle, unavailable
 
 from nomad_device.bundle import read_config
 from nomad_device.goplugin.hclog import HclogEntry, parse_line
 from nomad_device.host import DevicePluginClient
-
-from .bundle_support import node_env, node_python, payload, tiny_bundle, unavailable
 
 KEEP = 3  # bootstrap.KEEP
 

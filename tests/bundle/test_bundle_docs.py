@@ -18,10 +18,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support import ROOT
 
 from nomad_device.bundle.build import ready_made_plugins
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCS = ["docs/deploy.md", "docs/plugins/generic.md", "docs/plugins/nvidia.md"]
 
 #: Commands of those blocks that are run; the rest (make dist, systemctl, pip) are not.

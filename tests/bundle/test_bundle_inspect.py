@@ -13,10 +13,10 @@ import tempfile
 import tracemalloc
 from pathlib import Path
 
+from support.bundle import build
+
 from nomad_device.bundle.archive import READ_CAP, contents, write_bundle
 from nomad_device.bundle.build import SCRIPT_MODULE
-
-from .bundle_support import build
 
 #: What the huge METADATA inflates to (deflate makes it about 100 KB in the bundle).
 HUGE = 96 * 2**20

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bundle import build, node_env
 
 from nomad_device.bundle.collect import find_python
 from nomad_device.config import encode_config
@@ -35,8 +36,6 @@ from nomad_device.constants import NOMAD_HANDSHAKE
 from nomad_device.goplugin.hclog import HclogEntry, parse_line
 from nomad_device.host import DevicePluginClient
 from nomad_device.plugins.generic.config import DeviceBlock, GenericConfig, ProbeBlock
-
-from .bundle_support import build, node_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]
 

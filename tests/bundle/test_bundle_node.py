@@ -14,10 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from nomad_device.goplugin.hclog import parse_line
-
-from .bundle_support import (
+from support.bundle import (
     build,
     check_report,
     devices_in,
@@ -27,6 +24,8 @@ from .bundle_support import (
     read_only,
     run_gohost,
 )
+
+from nomad_device.goplugin.hclog import parse_line
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(600)]
 

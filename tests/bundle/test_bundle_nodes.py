@@ -28,12 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from nomad_device.bundle import read_config, write_bundle
-from nomad_device.bundle.build import SCRIPT_MODULE
-from nomad_device.bundle.runtime import build_runtime
-
-from .bundle_support import (
+from support.bundle import (
     build,
     check_report,
     devices_in,
@@ -43,7 +38,11 @@ from .bundle_support import (
     read_only,
     run_gohost,
 )
-from .nodes import binfmt_aarch64, debian_root, glibc_of, in_root
+from support.nodes import binfmt_aarch64, debian_root, glibc_of, in_root
+
+from nomad_device.bundle import read_config, write_bundle
+from nomad_device.bundle.build import SCRIPT_MODULE
+from nomad_device.bundle.runtime import build_runtime
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(3000)]
 

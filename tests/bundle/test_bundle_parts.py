@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bundle import node_env, two_python_bundle
 
 from nomad_device.bundle.collect import find_python
 from nomad_device.goplugin.hclog import HclogEntry, parse_line
-
-from .bundle_support import node_env, two_python_bundle
 
 PYTHONS = [(3, 11), (3, 12)]
 

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bundle import node_env, other_python
 
 from nomad_device.constants import NOMAD_HANDSHAKE
 from nomad_device.goplugin.hclog import HclogEntry, parse_line
-
-from .bundle_support import node_env, other_python
 
 pytestmark = pytest.mark.slow
 

@@ -23,11 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.bundle import node_env, node_python, private_mounts, tiny_bundle, unavailable
 
 from nomad_device.bundle import read_config
 from nomad_device.goplugin.hclog import HclogEntry, parse_line
-
-from .bundle_support import node_env, node_python, private_mounts, tiny_bundle, unavailable
 
 USER = "nd20_attacker"
 

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_nomad import FakeNomad, allocation, device_group, make_certs, node
-from launcher_support import cli_env, launcher_command, run_cli
+from support.fake_nomad import FakeNomad, allocation, device_group, make_certs, node
+from support.launcher import cli_env, launcher_command, run_cli
 
 EXAMPLE = str(Path(sys.executable).with_name("nomad-device-example"))
 BAD = 'Device has bad permissions \\"-rwxrwxrwx\\"'

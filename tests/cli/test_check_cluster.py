@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_nomad import FakeNomad, allocation, device_group, node
-from launcher_support import cli_env, launcher_command, run_cli
+from support.fake_nomad import FakeNomad, allocation, device_group, node
+from support.launcher import cli_env, launcher_command, run_cli
 
 from nomad_device.cli.__main__ import main
 from nomad_device.cli.check.explain import render_json

@@ -6,7 +6,8 @@ import re
 import sys
 from pathlib import Path
 
-from launcher_support import ROOT, cli_env, run_cli
+from support import ROOT
+from support.launcher import cli_env, run_cli
 
 DOC = (ROOT / "docs" / "launcher.md").read_text()
 EXAMPLE = str(Path(sys.executable).with_name("nomad-device-example"))

@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 
 import msgpack
-from launcher_support import ROOT, run_cli
+from support import CONFORMANCE_PLUGINS
+from support.launcher import run_cli
 
 #: The plugin's file, whose name the agent matches to the plugin block's label.
 GENERIC = [str(Path(sys.executable).with_name("nomad-device-generic"))]
-UNSAFE = [sys.executable, str(ROOT / "tests" / "conformance" / "fixtures" / "unsafe_schema.py")]
+UNSAFE = [sys.executable, str(CONFORMANCE_PLUGINS / "unsafe_schema.py")]
 
 ISSUE_17 = """
 plugin "nomad-device-generic" {

@@ -19,11 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from launcher_support import Terminal, cli_env, run_cli, terminals
+from support import PLUGINS
+from support.launcher import Terminal, cli_env, run_cli, terminals
 
 from nomad_device.display import printable
 
-PLUGIN = str(Path(__file__).resolve().parent / "plugins" / "hostile_strings.py")
+PLUGIN = str(PLUGINS / "hostile_strings.py")
 HOSTILE = "Stick\x1b]2;pwned\x07\x1b[2J\x1b[31m\x9b1m\u202eevil\tend"
 SHOWN = printable(HOSTILE)
 HOSTILE_ID = "stick1\x1b[2J\u202e"

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from launcher_support import (
+from support.launcher import (
     Terminal,
     cli_env,
     run_cli,

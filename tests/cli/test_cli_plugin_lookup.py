@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from launcher_support import cli_env, run_cli
+from support.launcher import cli_env, run_cli
 
 from nomad_device.cli.process import PluginNotFound, find_program, resolve_command
 

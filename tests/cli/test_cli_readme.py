@@ -6,7 +6,8 @@ import re
 import shlex
 from pathlib import Path
 
-from launcher_support import ROOT, run_cli
+from support import ROOT
+from support.launcher import run_cli
 
 README = (ROOT / "README.md").read_text()
 

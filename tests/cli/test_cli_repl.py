@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from launcher_support import (
+from support import SDK_PLUGIN
+from support.launcher import (
     MISBEHAVING,
-    SDK_PLUGIN,
     Terminal,
     cli_env,
     launcher_command,

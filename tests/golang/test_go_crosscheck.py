@@ -28,20 +28,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from test_golang import (
-    DURATION_ERR,
-    DURATION_FORMAT,
-    DURATION_OK,
-    HAVE_ZONEINFO,
-    INT64_MAX,
-    INT64_MIN,
-    JOIN,
-    PROXY_CASES,
-    QUOTE,
-    SEC,
-    T0,
-    Nameless,
-)
 
 from nomad_device.golang import (
     GoDurationError,
@@ -66,6 +52,21 @@ from nomad_device.golang.strconv import (
 from nomad_device.golang.version import parse_constraint, parse_version
 from nomad_device.placement.attribute import Attribute
 from nomad_device.placement.operators import compile_regexp
+
+from .test_golang import (
+    DURATION_ERR,
+    DURATION_FORMAT,
+    DURATION_OK,
+    HAVE_ZONEINFO,
+    INT64_MAX,
+    INT64_MIN,
+    JOIN,
+    PROXY_CASES,
+    QUOTE,
+    SEC,
+    T0,
+    Nameless,
+)
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from kernel.kernel_vm import (
+from support.kernel.kernel_vm import (
     FIGURES,
     GuestPlugin,
     Machine,

@@ -20,10 +20,10 @@ import time
 from collections.abc import Sequence
 
 import pytest
+from support.kernel.guest import devices, uevent_index, write
+from support.kernel.kernel_vm import Groups, GuestPlugin, Vm, qemu_version
 
 from kernel.conftest import QUIET_SECONDS, agent_config
-from kernel.guest import devices, uevent_index, write
-from kernel.kernel_vm import Groups, GuestPlugin, Vm, qemu_version
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -9,9 +9,9 @@ import json
 import shlex
 
 import pytest
+from support.kernel.guest import group
+from support.kernel.kernel_vm import PLUGIN, GuestPlugin, Vm
 
-from kernel.guest import group
-from kernel.kernel_vm import PLUGIN, GuestPlugin, Vm
 from nomad_device.model import Attribute
 
 pytestmark = pytest.mark.timeout(900)

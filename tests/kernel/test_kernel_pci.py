@@ -12,9 +12,9 @@ import fnmatch
 import os
 
 import pytest
+from support.kernel.guest import devices, group, hex_attr, sysfs_nodes, unplug_pci
+from support.kernel.kernel_vm import FIGURES, GuestPlugin, Vm, pci_addresses
 
-from kernel.guest import devices, group, hex_attr, sysfs_nodes, unplug_pci
-from kernel.kernel_vm import FIGURES, GuestPlugin, Vm, pci_addresses
 from nomad_device.model import Attribute
 
 pytestmark = pytest.mark.timeout(900)

@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from kernel.guest import (
+from support.kernel.guest import (
     devices,
     plug_usb_disk,
     plug_usb_serial,
@@ -21,7 +20,8 @@ from kernel.guest import (
     unplug,
     usb_device_dir,
 )
-from kernel.kernel_vm import FIGURES, Groups, GuestPlugin, Vm
+from support.kernel.kernel_vm import FIGURES, Groups, GuestPlugin, Vm
+
 from nomad_device.host import CallError
 from nomad_device.model import Attribute, DeviceSpec
 

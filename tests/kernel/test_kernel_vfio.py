@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from kernel.guest import devices, write
-from kernel.kernel_vm import GuestPlugin, Vm
+from support.kernel.guest import devices, write
+from support.kernel.kernel_vm import GuestPlugin, Vm
 
 pytestmark = pytest.mark.timeout(900)
 

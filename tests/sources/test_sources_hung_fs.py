@@ -16,8 +16,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import TESTS, Launcher
-from hangfs import hangfs, usable
+from support import PLUGINS
+from support.hangfs import hangfs, usable
+from support.processes import Launcher
 
 from nomad_device.config import encode_config
 from nomad_device.host import CallError
@@ -26,7 +27,7 @@ from nomad_device.plugins.example.plugin import ExampleConfig
 
 pytestmark = pytest.mark.skipif(not usable(), reason="needs root and /dev/fuse (CI has both)")
 
-PLUGIN = TESTS / "plugins" / "hung_watch_plugin.py"
+PLUGIN = PLUGINS / "hung_watch_plugin.py"
 sys.path.insert(0, str(PLUGIN.parent))
 from hung_watch_plugin import Config  # noqa: E402
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from source_helpers import PipeSyscalls, next_within, pack
+from support.sources import PipeSyscalls, next_within, pack
 
 from nomad_device.sources import (
     CHANGES,

@@ -2,7 +2,7 @@
 
 As root, ``change <uuid>`` written to ``/sys/devices/virtual/mem/null/uevent``
 makes the kernel emit a uevent tagged with that uuid; the test plugin
-(``tests/plugins/uevent_plugin.py``) reports every tagged event it hears for
+(``tests/support/plugins/uevent_plugin.py``) reports every tagged event it hears for
 that device as a device, and its period is an hour, so only ``watch()`` can
 bring it to the host. Other tests' uevents are tolerated: the test waits for
 its own uuid.
@@ -17,12 +17,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from source_helpers import needs_root
+from support import PLUGINS
+from support.sources import needs_root
 
 from nomad_device.config import encode_config
 from nomad_device.model import DeviceGroup
 
-PLUGIN = Path(__file__).parent.parent / "plugins" / "uevent_plugin.py"
+PLUGIN = PLUGINS / "uevent_plugin.py"
 sys.path.insert(0, str(PLUGIN.parent))
 from uevent_plugin import Config  # noqa: E402
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
-from source_helpers import needs_root, next_within
+from support.sources import needs_root, next_within
 
 from nomad_device.sources import DISABLE_ENV, UEvent, UEvents, udev_running, uevents
 from nomad_device.sources import _uevent as ue

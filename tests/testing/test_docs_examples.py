@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import CONFORMANCE_PLUGINS, ROOT
 
 import nomad_device.testing as testing
 from nomad_device import DevicePlugin
@@ -26,9 +27,8 @@ from nomad_device.testing.conformance.cli import _parser
 # The page's examples run as programs: pytest on its test files, the conformance suite.
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "testing.md"
-FIXTURES = ROOT / "tests" / "conformance" / "fixtures"
+FIXTURES = CONFORMANCE_PLUGINS
 TEXT = DOC.read_text()
 BLOCKS = [
     (m.group(1), m.group(2))

@@ -7,11 +7,11 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import grpc
 import msgpack
 import pytest
+from support import SDK_PLUGIN
 
 from nomad_device import (
     Device,
@@ -24,8 +24,6 @@ from nomad_device import (
 from nomad_device.config import encode_config
 from nomad_device.host import CallError
 from nomad_device.testing import ConfigBodyError, InProcessHarness, SubprocessHarness, group_stats
-
-SDK_PLUGIN = Path(__file__).parents[1] / "plugins" / "sdk_plugin.py"
 
 
 @dataclasses.dataclass

@@ -8,7 +8,7 @@ the rest without building Python objects. The field rules are those of
 (a wrong type somewhere) is read again by ``nodes.py``, which either accepts
 it or names the field that is wrong. Field names are matched exactly, as
 Nomad writes them (``nodes.py`` also takes other cases, as Go's decoder does,
-for hand-written files). ``tests/cli/test_check_nodes.py`` checks that both
+for hand-written files). ``tests/placement/test_nodes.py`` checks that both
 read the same answers the same way.
 """
 

@@ -93,7 +93,7 @@ class ExampleConfig:
 # Go's Mode().Perm().String() for all 512 permission values, computed once:
 # a rescan of 100,000 files then costs one tuple lookup per file. Built from
 # the nine flags (owner's r first) rather than by 512 perm_string() calls, which
-# cost every launch 2 ms; tests/test_example_unit.py checks that they agree.
+# cost every launch 2 ms; tests/plugins/example/test_example_unit.py checks that they agree.
 _PERM_STRINGS: Final = tuple("-" + "".join(f) for f in itertools.product(*("-r", "-w", "-x") * 3))
 
 # What Go's Perm().String() can ever produce; anything else never matches.

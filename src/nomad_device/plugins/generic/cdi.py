@@ -35,7 +35,7 @@ module proxy serves) makes of a directory of specs, written from its rules:
   a container path given again replaces the earlier one (and moves to the
   end); mounts then sorted by depth, stably.
 
-``tests/generic/test_cdi_crosscheck.py`` compares all of it with the Go
+``tests/plugins/generic/test_cdi_crosscheck.py`` compares all of it with the Go
 library, through ``interop/cdi``, on a corpus and on generated specs.
 """
 

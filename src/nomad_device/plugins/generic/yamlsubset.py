@@ -22,7 +22,7 @@ go-yaml refuses too; and YAML outside this subset (anchors, aliases, tags,
 block scalars, multi-line plain or quoted scalars, complex keys, tabs in
 block context, directives ...), ``unsupported=True``, which go-yaml might
 accept. A spec that uses them is skipped with the reason, never guessed at.
-``tests/generic/test_cdi_crosscheck.py`` holds both against go-yaml on a
+``tests/plugins/generic/test_cdi_crosscheck.py`` holds both against go-yaml on a
 corpus and on generated specs.
 """
 

@@ -1,0 +1,1 @@
+"""nomad_device.agentconfig: how an agent turns its file into SetConfig bytes."""

@@ -1,0 +1,1 @@
+"""nomad_device.cli: the launcher and its commands."""

@@ -1,0 +1,1 @@
+"""The documentation: links, topics and the commands its pages show."""

@@ -1,0 +1,1 @@
+"""nomad_device.golang: the ports of Go's behaviour."""

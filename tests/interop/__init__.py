@@ -1,1 +1,0 @@
-"""Interop tests: the real go-plugin client and server against the SDK."""

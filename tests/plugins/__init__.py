@@ -1,0 +1,1 @@
+"""nomad_device.plugins: the ready-made plugins."""

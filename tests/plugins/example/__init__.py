@@ -1,0 +1,1 @@
+"""nomad_device.plugins.example: Nomad's file-backed example plugin."""

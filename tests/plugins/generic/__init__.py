@@ -1,0 +1,1 @@
+"""nomad_device.plugins.generic: /dev, USB, PCI and CDI devices."""

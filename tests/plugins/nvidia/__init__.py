@@ -1,0 +1,1 @@
+"""nomad_device.plugins.nvidia: NVIDIA GPUs through NVML (a fake NVML here)."""

@@ -1,0 +1,1 @@
+"""nomad_device.proto: the generated protobuf modules."""

@@ -1,0 +1,1 @@
+"""nomad_device.sources: event sources (inotify, kernel uevents)."""

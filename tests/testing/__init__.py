@@ -1,0 +1,1 @@
+"""nomad_device.testing: the test helpers the SDK offers plugin authors."""

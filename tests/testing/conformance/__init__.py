@@ -1,0 +1,1 @@
+"""nomad_device.testing.conformance: the conformance suite."""

@@ -1,0 +1,1 @@
+"""nomad_device.wire: the formats that travel on the wire (cty, hclspec, conversions)."""
