@@ -148,10 +148,6 @@ class Attribute:
     value: AttributeValue
     unit: str = ""
 
-    def __init__(self, value: AttributeValue, unit: str = "") -> None:
-        set_field(self, "value", value)
-        set_field(self, "unit", unit)
-
     def __eq__(self, other: object) -> bool:
         # Written out, not generic: the engine compares every group's attributes each scan.
         # The value's type is part of it: 1, 1.0 and True are equal in Python but
