@@ -8,7 +8,7 @@ one that is equal ignoring case.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["JSONError", "Located", "from_plain", "parse"]
@@ -24,8 +24,6 @@ class Located:
 
     value: Any
     line: int
-    #: For objects: key -> line of the key.
-    key_lines: dict[str, int] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -114,30 +112,27 @@ class _Reader:
     def obj(self, line: int) -> Located:
         self.pos += 1
         out: dict[str, Located] = {}
-        keys: dict[str, int] = {}
         self.skip()
         if self.text.startswith("}", self.pos):
             self.pos += 1
-            return Located(out, line, keys)
+            return Located(out, line)
         while True:
             self.skip()
             if not self.text.startswith('"', self.pos):
                 raise self.fail("expected a quoted key")
-            key_line = self.line
             key = self.value().value
             self.skip()
             if not self.text.startswith(":", self.pos):
                 raise self.fail("expected ':' after a key")
             self.pos += 1
             out[key] = self.value()
-            keys[key] = key_line
             self.skip()
             if self.text.startswith(",", self.pos):
                 self.pos += 1
                 continue
             if self.text.startswith("}", self.pos):
                 self.pos += 1
-                return Located(out, line, keys)
+                return Located(out, line)
             raise self.fail("expected ',' or '}'")
 
     def arr(self, line: int) -> Located:
