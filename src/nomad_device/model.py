@@ -83,6 +83,17 @@ def _text_problem(value: object, what: str) -> str | None:
     return None
 
 
+def _name_problems(group: DeviceGroup | DeviceGroupStats, what: str) -> list[str]:
+    """The problems of a group's vendor, type and name; ``what`` names the group."""
+    problems: list[str] = []
+    for field_name, value in (("vendor", group.vendor), ("type", group.type), ("name", group.name)):
+        if isinstance(value, str) and not value:
+            problems.append(f"{what} {field_name} must be specified")
+        elif problem := _text_problem(value, f"{what} {field_name}"):
+            problems.append(problem)
+    return problems
+
+
 def _int_problem(value: object, what: str) -> str | None:
     if not isinstance(value, int) or isinstance(value, bool):
         return f"{what} must be an int, not {_kind(value)}"
@@ -272,14 +283,7 @@ class DeviceGroup:
 
     def validate(self) -> list[str]:
         """Problems Nomad would reject this group for (empty when valid)."""
-        problems: list[str] = []
-        for what, value in (("vendor", self.vendor), ("type", self.type), ("name", self.name)):
-            if isinstance(value, str) and not value:
-                problems.append(f"device {what} must be specified")
-            else:
-                problem = _text_problem(value, f"device {what}")
-                if problem:
-                    problems.append(problem)
+        problems = _name_problems(self, "device")
         for i, dev in enumerate(self.devices):
             if not isinstance(dev, Device):
                 problems.append(f"device {i} is a {_kind(dev)}, not a Device")
@@ -626,14 +630,7 @@ class DeviceGroupStats:
         set_field(self, "instance_stats", _frozen_map(instance_stats))
 
     def validate(self) -> list[str]:
-        problems: list[str] = []
-        for what, value in (("vendor", self.vendor), ("type", self.type), ("name", self.name)):
-            if isinstance(value, str) and not value:
-                problems.append(f"stats group {what} must be specified")
-            else:
-                problem = _text_problem(value, f"stats group {what}")
-                if problem:
-                    problems.append(problem)
+        problems = _name_problems(self, "stats group")
         items = self.instance_stats
         if type(items) is not MappingProxyType and not isinstance(items, Mapping):
             problems.append(f"device must be a mapping, not {_kind(items)}")
