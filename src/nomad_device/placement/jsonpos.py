@@ -2,13 +2,15 @@
 
 Python's ``json`` keeps no positions. This small reader does, and reads fields
 the way Go's ``encoding/json`` matches struct fields: an exact key first, else
-one that is equal ignoring case.
+one that is equal ignoring case. :func:`read_input` reads the file (or stdin)
+that the ``check`` command's readers parse.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = ["JSONError", "Located", "from_plain", "parse"]
@@ -152,6 +154,20 @@ class _Reader:
                 self.pos += 1
                 return Located(out, line)
             raise self.fail("expected ',' or ']'")
+
+
+def read_input(path: str, error: type[Exception]) -> tuple[str, str]:
+    """The text of file ``path`` (``-``: stdin) and its name for messages; ``error`` if unread."""
+    if path == "-":
+        import sys
+
+        return sys.stdin.read(), "<stdin>"
+    try:
+        return Path(path).read_text(encoding="utf-8"), path
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text") from None
 
 
 def parse(text: str) -> Located:

@@ -9,7 +9,6 @@ with ``AllocatedResources.Tasks[*].Devices[*].DeviceIDs``). ``nomad node status
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from nomad_device.model import DeviceGroup
@@ -248,18 +247,7 @@ def node_from_json(
 
 def load_nodes(path: str) -> list[Node]:
     """``--node FILE``: one node object or a list of them (``-`` for stdin)."""
-    if path == "-":
-        import sys
-
-        text, origin = sys.stdin.read(), "<stdin>"
-    else:
-        origin = path
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise NodeError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise NodeError(f"{path}: not UTF-8 text") from None
+    text, origin = jsonpos.read_input(path, NodeError)
     try:
         root = jsonpos.parse(text)
     except jsonpos.JSONError as exc:
