@@ -468,6 +468,28 @@ class _ScannerBase:
             ch = self.scan_mantissa(ch)
         return ch
 
+    def float_tail(self, ch: str) -> bool:
+        """After a number's digits: whether an exponent or a fraction follows (read it)."""
+        if ch in ("e", "E"):
+            self.scan_exponent(ch)
+            return True
+        if ch == ".":
+            ch = self.scan_fraction(ch)
+            if ch in ("e", "E"):
+                self.scan_exponent(self.next())
+            return True
+        return False
+
+    def scan_decimal(self, ch: str) -> Tok:
+        """A number that starts with the digit ``ch``: its digits, then any float tail."""
+        self.scan_mantissa(ch)
+        ch = self.next()
+        if self.float_tail(ch):
+            return Tok.FLOAT
+        if ch != _EOF:
+            self.unread()
+        return Tok.NUMBER
+
     #: Characters an identifier may hold after its first (HCL 1 allows "." too).
     ident_extra = "-"
     #: Inside "${ ... }" a quote does not end a native string, nor a newline.
@@ -634,34 +656,14 @@ class _Scanner(_ScannerBase):
                 ch = self.next()
                 if ch in ("8", "9"):
                     illegal_octal = True
-            if ch in ("e", "E"):
-                ch = self.scan_exponent(ch)
-                return Tok.FLOAT
-            if ch == ".":
-                ch = self.scan_fraction(ch)
-                if ch in ("e", "E"):
-                    ch = self.next()
-                    ch = self.scan_exponent(ch)
+            if self.float_tail(ch):
                 return Tok.FLOAT
             if illegal_octal:
                 self.err("illegal octal number")
             if ch != _EOF:
                 self.unread()
             return Tok.NUMBER
-        self.scan_mantissa(ch)
-        ch = self.next()
-        if ch in ("e", "E"):
-            ch = self.scan_exponent(ch)
-            return Tok.FLOAT
-        if ch == ".":
-            ch = self.scan_fraction(ch)
-            if ch in ("e", "E"):
-                ch = self.next()
-                ch = self.scan_exponent(ch)
-            return Tok.FLOAT
-        if ch != _EOF:
-            self.unread()
-        return Tok.NUMBER
+        return self.scan_decimal(ch)
 
     def scan_heredoc(self) -> None:
         if self.next() != "<":
@@ -789,22 +791,10 @@ class _JsonScanner(_ScannerBase):
     def scan_number(self, ch: str) -> Tok:
         zero = ch == "0"
         before = (self.line, self.column, self.i)
-        self.scan_mantissa(ch)
-        ch = self.next()
-        if ch in ("e", "E"):
-            ch = self.scan_exponent(ch)
-            return Tok.FLOAT
-        if ch == ".":
-            ch = self.scan_fraction(ch)
-            if ch in ("e", "E"):
-                ch = self.next()
-                ch = self.scan_exponent(ch)
-            return Tok.FLOAT
-        if ch != _EOF:
-            self.unread()
-        if zero and before != (self.line, self.column, self.i):
+        tok = self.scan_decimal(ch)
+        if tok is Tok.NUMBER and zero and before != (self.line, self.column, self.i):
             self.err("numbers cannot start with 0")
-        return Tok.NUMBER
+        return tok
 
     def scan_digits(self, ch: str, base: int, n: int) -> str:
         while n > 0 and _digit_val(ch) < base:

@@ -257,7 +257,6 @@ class _BlockAttrs:
 Compiled: TypeAlias = (
     _Attr | _Literal | _Default | _Object | _Tuple | _Block | _BlockList | _BlockMap | _BlockAttrs
 )
-_BlockLike: TypeAlias = _Block | _BlockList | _BlockMap | _BlockAttrs
 
 
 def compile_spec(spec: hclspec.Spec) -> Compiled:
