@@ -772,19 +772,22 @@ class _Decoder:
     def block_value(self, spec: _Block, content: _Content) -> TV:
         blocks = self.find_blocks(spec.name, content)
         if len(blocks) > 1:
-            self.error(
-                f"Duplicate {spec.name} block",
-                f"Only one block of type {go_quote(spec.name)} is allowed. Previous definition was "
-                f"at {_at(blocks[0].where, blocks[0].path)}.",
-                blocks[1].where,
-                blocks[1].path,
-            )
+            self.duplicate_block(spec.name, blocks)
         if not blocks:
             if spec.required:
                 self.missing_block(spec.name, content)
             return None, implied_type(spec.nested)
         first = blocks[0]
         return self.decode_body(first.body, spec.nested, first.path)
+
+    def duplicate_block(self, name: str, blocks: list[_BlockInst]) -> None:
+        self.error(
+            f"Duplicate {name} block",
+            f"Only one block of type {go_quote(name)} is allowed. Previous definition was "
+            f"at {_at(blocks[0].where, blocks[0].path)}.",
+            blocks[1].where,
+            blocks[1].path,
+        )
 
     def missing_block(self, name: str, content: _Content) -> None:
         self.error(
@@ -905,13 +908,7 @@ class _Decoder:
                 self.missing_block(spec.name, content)
             return None, cty.Map(spec.elem)
         if len(blocks) > 1:
-            self.error(
-                f"Duplicate {spec.name} block",
-                f"Only one block of type {go_quote(spec.name)} is allowed. Previous definition was "
-                f"at {_at(blocks[0].where, blocks[0].path)}.",
-                blocks[1].where,
-                blocks[1].path,
-            )
+            self.duplicate_block(spec.name, blocks)
         block = blocks[0]
         if block.body.kind != "object":
             self.error(
