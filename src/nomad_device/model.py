@@ -440,25 +440,14 @@ class StatValue:
         if self._fine():
             return []
         problems: list[str] = []
-        for what, number in (
-            ("float_numerator", self.float_numerator),
-            ("float_denominator", self.float_denominator),
+        for what, value, check in (
+            ("float_numerator", self.float_numerator, _float_problem),
+            ("float_denominator", self.float_denominator, _float_problem),
+            ("int_numerator", self.int_numerator, _int_problem),
+            ("int_denominator", self.int_denominator, _int_problem),
+            ("string_value", self.string_value, _text_problem),
         ):
-            if number is not None:
-                problem = _float_problem(number, what)
-                if problem:
-                    problems.append(problem)
-        for what, number in (
-            ("int_numerator", self.int_numerator),
-            ("int_denominator", self.int_denominator),
-        ):
-            if number is not None:
-                problem = _int_problem(number, what)
-                if problem:
-                    problems.append(problem)
-        if self.string_value is not None:
-            problem = _text_problem(self.string_value, "string_value")
-            if problem:
+            if value is not None and (problem := check(value, what)):
                 problems.append(problem)
         if self.bool_value is not None and not isinstance(self.bool_value, bool):
             problems.append(f"bool_value must be a bool, not {_kind(self.bool_value)}")
