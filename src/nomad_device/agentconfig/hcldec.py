@@ -269,20 +269,15 @@ def _compile(spec: hclspec.Spec, implied: str) -> Compiled:
         return _Object(tuple((k, _compile(v, k)) for k, v in spec.attributes.items()))
     if isinstance(spec, hclspec.Array):
         return _Tuple(tuple(_compile(v, "") for v in spec.values))
-    if isinstance(spec, hclspec.Attr):
+    if isinstance(spec, hclspec.Attr | hclspec.BlockAttrs):
+        is_attr = isinstance(spec, hclspec.Attr)
         name = spec.name or implied
         ty = _type(spec.type)
         if not name:
-            raise SchemaError("Missing name in attribute spec")
-        return _Attr(name, ty, spec.required)
+            raise SchemaError(f"Missing name in {'attribute' if is_attr else 'block_attrs'} spec")
+        return (_Attr if is_attr else _BlockAttrs)(name, ty, spec.required)
     if isinstance(spec, hclspec.Block):
         return _Block(spec.name or implied, _compile(spec.nested, ""), spec.required)
-    if isinstance(spec, hclspec.BlockAttrs):
-        name = spec.name or implied
-        ty = _type(spec.type)
-        if not name:
-            raise SchemaError("Missing name in block_attrs spec")
-        return _BlockAttrs(name, ty, spec.required)
     if isinstance(spec, hclspec.BlockList | hclspec.BlockSet):
         kind = "block_set" if isinstance(spec, hclspec.BlockSet) else "block_list"
         name = spec.name or implied
