@@ -100,25 +100,16 @@ class _Conv(abc.ABC):
         return value
 
 
-class _Str(_Conv):
+class _Plain(_Conv):
+    """``string``, ``bool`` or ``any``: the decoded value is already the Python one."""
+
+    __slots__ = ("expr",)
+
+    def __init__(self, expr: str) -> None:
+        self.expr = expr
+
     def type_expr(self) -> str:
-        return "string"
-
-    def decode(self, value: object, path: cty.Path) -> object:
-        return value
-
-
-class _Bool(_Conv):
-    def type_expr(self) -> str:
-        return "bool"
-
-    def decode(self, value: object, path: cty.Path) -> object:
-        return value
-
-
-class _Any(_Conv):
-    def type_expr(self) -> str:
-        return "any"
+        return self.expr
 
     def decode(self, value: object, path: cty.Path) -> object:
         return value
@@ -324,9 +315,9 @@ def _attr_conv(tp: object, where: str) -> _Conv:
     if optional:
         return _Optional(_attr_conv(inner, where))
     if tp is str:
-        return _Str()
+        return _Plain("string")
     if tp is bool:
-        return _Bool()
+        return _Plain("bool")
     if tp is int:
         return _Int()
     if tp is float:
@@ -334,7 +325,7 @@ def _attr_conv(tp: object, where: str) -> _Conv:
     if tp is timedelta:
         return _Duration()
     if tp is Any or tp is object:
-        return _Any()
+        return _Plain("any")
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is list and len(args) == 1:
         return _ListOf(_attr_conv(args[0], where))
@@ -424,12 +415,14 @@ def _build_field(
 def _literal_default_ok(conv: _Conv) -> bool:
     """Whether an HCL literal has exactly the attribute's type (strings, numbers, bools)."""
     inner = conv.inner if isinstance(conv, _Optional) else conv
-    return isinstance(inner, _Str | _Bool | _Int | _Float | _Duration)
+    if isinstance(inner, _Plain):
+        return inner.expr != "any"
+    return isinstance(inner, _Int | _Float | _Duration)
 
 
 def _has_any(conv: _Conv) -> bool:
     """Whether the type is ``any`` or holds it (``list(any)``, ``map(any)`` ...)."""
-    if isinstance(conv, _Any):
+    if isinstance(conv, _Plain) and conv.expr == "any":
         return True
     inner = getattr(conv, "inner", None)
     return isinstance(inner, _Conv) and _has_any(inner)

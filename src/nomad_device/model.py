@@ -83,6 +83,17 @@ def _text_problem(value: object, what: str) -> str | None:
     return None
 
 
+def _name_problems(group: DeviceGroup | DeviceGroupStats, what: str) -> list[str]:
+    """The problems of a group's vendor, type and name; ``what`` names the group."""
+    problems: list[str] = []
+    for field_name, value in (("vendor", group.vendor), ("type", group.type), ("name", group.name)):
+        if isinstance(value, str) and not value:
+            problems.append(f"{what} {field_name} must be specified")
+        elif problem := _text_problem(value, f"{what} {field_name}"):
+            problems.append(problem)
+    return problems
+
+
 def _int_problem(value: object, what: str) -> str | None:
     if not isinstance(value, int) or isinstance(value, bool):
         return f"{what} must be an int, not {_kind(value)}"
@@ -147,10 +158,6 @@ class Attribute:
 
     value: AttributeValue
     unit: str = ""
-
-    def __init__(self, value: AttributeValue, unit: str = "") -> None:
-        set_field(self, "value", value)
-        set_field(self, "unit", unit)
 
     def __eq__(self, other: object) -> bool:
         # Written out, not generic: the engine compares every group's attributes each scan.
@@ -276,14 +283,7 @@ class DeviceGroup:
 
     def validate(self) -> list[str]:
         """Problems Nomad would reject this group for (empty when valid)."""
-        problems: list[str] = []
-        for what, value in (("vendor", self.vendor), ("type", self.type), ("name", self.name)):
-            if isinstance(value, str) and not value:
-                problems.append(f"device {what} must be specified")
-            else:
-                problem = _text_problem(value, f"device {what}")
-                if problem:
-                    problems.append(problem)
+        problems = _name_problems(self, "device")
         for i, dev in enumerate(self.devices):
             if not isinstance(dev, Device):
                 problems.append(f"device {i} is a {_kind(dev)}, not a Device")
@@ -440,25 +440,14 @@ class StatValue:
         if self._fine():
             return []
         problems: list[str] = []
-        for what, number in (
-            ("float_numerator", self.float_numerator),
-            ("float_denominator", self.float_denominator),
+        for what, value, check in (
+            ("float_numerator", self.float_numerator, _float_problem),
+            ("float_denominator", self.float_denominator, _float_problem),
+            ("int_numerator", self.int_numerator, _int_problem),
+            ("int_denominator", self.int_denominator, _int_problem),
+            ("string_value", self.string_value, _text_problem),
         ):
-            if number is not None:
-                problem = _float_problem(number, what)
-                if problem:
-                    problems.append(problem)
-        for what, number in (
-            ("int_numerator", self.int_numerator),
-            ("int_denominator", self.int_denominator),
-        ):
-            if number is not None:
-                problem = _int_problem(number, what)
-                if problem:
-                    problems.append(problem)
-        if self.string_value is not None:
-            problem = _text_problem(self.string_value, "string_value")
-            if problem:
+            if value is not None and (problem := check(value, what)):
                 problems.append(problem)
         if self.bool_value is not None and not isinstance(self.bool_value, bool):
             problems.append(f"bool_value must be a bool, not {_kind(self.bool_value)}")
@@ -630,14 +619,7 @@ class DeviceGroupStats:
         set_field(self, "instance_stats", _frozen_map(instance_stats))
 
     def validate(self) -> list[str]:
-        problems: list[str] = []
-        for what, value in (("vendor", self.vendor), ("type", self.type), ("name", self.name)):
-            if isinstance(value, str) and not value:
-                problems.append(f"stats group {what} must be specified")
-            else:
-                problem = _text_problem(value, f"stats group {what}")
-                if problem:
-                    problems.append(problem)
+        problems = _name_problems(self, "stats group")
         items = self.instance_stats
         if type(items) is not MappingProxyType and not isinstance(items, Mapping):
             problems.append(f"device must be a mapping, not {_kind(items)}")

@@ -35,9 +35,10 @@ file, and JSON text (``--config-json``) taken as the config body itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -463,6 +464,15 @@ class _Decoder:
         self.origin = origin
         self.stack: list[str] = []
 
+    @contextlib.contextmanager
+    def _in(self, kind: str) -> Iterator[None]:
+        """One Go kind deeper in :attr:`stack` while the block runs."""
+        self.stack.append(kind)
+        try:
+            yield
+        finally:
+            self.stack.pop()
+
     # -- the root and plugin blocks ------------------------------------------
 
     def agent_file(self, root: hcl1.ObjectList) -> AgentFile:
@@ -537,31 +547,16 @@ class _Decoder:
 
     def plugin_slice(self, name: str, node: hcl1.Node) -> list[_PluginValue]:
         """``[]*PluginConfig`` decoded from a list of items (or a list value)."""
-        self.stack.append("slice")
-        try:
-            if isinstance(node, hcl1.ObjectList):
-                items: list[hcl1.Node] = list(node.items)
-            elif isinstance(node, hcl1.ObjectType):
-                items = [node]
-            elif isinstance(node, hcl1.ListType):
-                items = list(node.items)
-            else:
-                raise _pos_error(node, f"unknown slice type: {_type_name(node)}")
+        with self._in("slice"):
             out = []
-            for i, item in enumerate(items):
+            for i, item in enumerate(self.slice_items(node)):
                 item = _expand_object(item)
-                self.stack.append("ptr")
-                try:
+                with self._in("ptr"):
                     out.append(self.plugin_struct(f"{name}[{i}]", item))
-                finally:
-                    self.stack.pop()
             return out
-        finally:
-            self.stack.pop()
 
     def plugin_struct(self, name: str, node: hcl1.Node) -> _PluginValue:
-        self.stack.append("struct")
-        try:
+        with self._in("struct"):
             item: hcl1.ObjectItem | None = None
             if isinstance(node, hcl1.ObjectItem):
                 item = node
@@ -585,8 +580,6 @@ class _Decoder:
             firsts = {str(hcl1.token_value(i.keys[0].token)) for i in node.items if i.keys}
             unknown = sorted(k for k in firsts if k.casefold() not in ("args", "config"))
             return _PluginValue(label, args, config, _line(item), unknown)
-        finally:
-            self.stack.pop()
 
     def struct_field_args(self, name: str, items: list[hcl1.ObjectItem]) -> list[str] | None:
         filtered = hcl1.filter_items(items, "args")
@@ -598,19 +591,13 @@ class _Decoder:
         return out
 
     def string_slice(self, name: str, node: hcl1.Node, current: list[str] | None) -> list[str]:
-        self.stack.append("slice")
-        try:
+        with self._in("slice"):
             items = self.slice_items(node)
             out = list(current or [])
             for i, item in enumerate(items):
-                self.stack.append("string")
-                try:
+                with self._in("string"):
                     out.append(str(self.decode_string(f"{name}[{i}]", item).value))
-                finally:
-                    self.stack.pop()
             return out
-        finally:
-            self.stack.pop()
 
     def struct_field_map(
         self, name: str, filtered: list[hcl1.ObjectItem], current: _GoMap | None
@@ -622,11 +609,8 @@ class _Decoder:
         return value
 
     def decode_map_into(self, name: str, node: hcl1.Node, current: _GoMap | None) -> _GoMap:
-        self.stack.append("map")
-        try:
+        with self._in("map"):
             return self.decode_map(name, node, current)
-        finally:
-            self.stack.pop()
 
     # -- the generic decoder ----------------------------------------------------
 
@@ -635,8 +619,7 @@ class _Decoder:
         kind = _kind(current)
         if kind == "interface":
             return self.decode_interface(name, node)
-        self.stack.append(kind)
-        try:
+        with self._in(kind):
             if kind == "map":
                 return self.decode_map(name, node, current)  # type: ignore[arg-type]
             if kind == "slice":
@@ -648,8 +631,6 @@ class _Decoder:
             if kind == "float":
                 return self.decode_float(name, node)
             return self.decode_bool(name, node)
-        finally:
-            self.stack.pop()
 
     def decode_interface(self, name: str, node: hcl1.Node) -> GoValue:
         test = node.list if isinstance(node, hcl1.ObjectType) else node
@@ -719,11 +700,7 @@ class _Decoder:
         for i, item in enumerate(items):
             element = f"{name}[{i}]"
             if isinstance(current, _GoMapSlice):
-                self.stack.append("map")
-                try:
-                    current.append(self.decode_map(element, item, None))
-                finally:
-                    self.stack.pop()
+                current.append(self.decode_map_into(element, item, None))
             else:
                 current.append(self.decode(element, item, None))
         return current

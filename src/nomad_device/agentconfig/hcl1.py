@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import enum
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, ClassVar, TypeAlias, TypeVar
 
 __all__ = [
     "MAX_NESTING",
@@ -378,6 +378,26 @@ def _digit_val(ch: str) -> int:
     return 16
 
 
+_PUNCT = {
+    "[": Tok.LBRACK,
+    "]": Tok.RBRACK,
+    "{": Tok.LBRACE,
+    "}": Tok.RBRACE,
+    ",": Tok.COMMA,
+    "=": Tok.ASSIGN,
+    "+": Tok.ADD,
+}
+
+_JSON_PUNCT = {
+    "[": Tok.LBRACK,
+    "]": Tok.RBRACK,
+    "{": Tok.LBRACE,
+    "}": Tok.RBRACE,
+    ",": Tok.COMMA,
+    ":": Tok.COLON,
+}
+
+
 class _ScannerBase:
     """The rune reader both scanners share, with Go's position bookkeeping.
 
@@ -468,6 +488,28 @@ class _ScannerBase:
             ch = self.scan_mantissa(ch)
         return ch
 
+    def float_tail(self, ch: str) -> bool:
+        """After a number's digits: whether an exponent or a fraction follows (read it)."""
+        if ch in ("e", "E"):
+            self.scan_exponent(ch)
+            return True
+        if ch == ".":
+            ch = self.scan_fraction(ch)
+            if ch in ("e", "E"):
+                self.scan_exponent(self.next())
+            return True
+        return False
+
+    def scan_decimal(self, ch: str) -> Tok:
+        """A number that starts with the digit ``ch``: its digits, then any float tail."""
+        self.scan_mantissa(ch)
+        ch = self.next()
+        if self.float_tail(ch):
+            return Tok.FLOAT
+        if ch != _EOF:
+            self.unread()
+        return Tok.NUMBER
+
     #: Characters an identifier may hold after its first (HCL 1 allows "." too).
     ident_extra = "-"
     #: Inside "${ ... }" a quote does not end a native string, nor a newline.
@@ -518,6 +560,45 @@ class _ScannerBase:
             self.err("illegal char escape")
         return ch
 
+    #: The tokens of one character.
+    punct: ClassVar[Mapping[str, Tok]]
+
+    def scan(self) -> Token:
+        """The next token; what only one of the syntaxes has, :meth:`scan_other` reads."""
+        ch = self.next()
+        while ch in (" ", "\t", "\n", "\r"):
+            ch = self.next()
+        pos = self.start_token()
+        if _is_decimal(ch):
+            tok = self.scan_number(ch)
+        elif ch == _EOF:
+            tok = Tok.EOF
+        elif ch == '"':
+            tok = Tok.STRING
+            self.scan_string()
+        elif ch == ".":
+            tok = Tok.PERIOD
+            ch = self.peek()
+            if _is_decimal(ch):
+                tok = Tok.FLOAT
+                ch = self.scan_mantissa(ch)
+                ch = self.scan_exponent(ch)
+        elif ch in self.punct:
+            tok = self.punct[ch]
+        elif ch == "-" and _is_decimal(self.peek()):
+            tok = self.scan_number(self.next())
+        else:
+            tok = self.scan_other(ch)
+        text = self.src[self.tok_start : self.i] if self.tok_start >= 0 else ""
+        self.tok_start = self.i
+        return Token(tok, text, pos)
+
+    def scan_other(self, ch: str) -> Tok:
+        raise NotImplementedError
+
+    def scan_number(self, ch: str) -> Tok:
+        raise NotImplementedError
+
     def scan_digits(self, ch: str, base: int, n: int) -> str:
         raise NotImplementedError
 
@@ -528,6 +609,7 @@ class _ScannerBase:
 class _Scanner(_ScannerBase):
     """HCL 1's native-syntax scanner."""
 
+    punct = _PUNCT
     ident_extra = "-."
     braces_hide_quotes = True
 
@@ -547,50 +629,20 @@ class _Scanner(_ScannerBase):
             return "\ufffd"
         return ch
 
-    def scan(self) -> Token:
-        ch = self.next()
-        while ch in (" ", "\t", "\n", "\r"):
-            ch = self.next()
-        pos = self.start_token()
-        tok = Tok.ILLEGAL
+    def scan_other(self, ch: str) -> Tok:
         if _is_letter(ch):
-            tok = Tok.IDENT
             lit = self.scan_identifier()
-            if lit in ("true", "false"):
-                tok = Tok.BOOL
-        elif _is_decimal(ch):
-            tok = self.scan_number(ch)
-        elif ch == _EOF:
-            tok = Tok.EOF
-        elif ch == '"':
-            tok = Tok.STRING
-            self.scan_string()
-        elif ch in ("#", "/"):
-            tok = Tok.COMMENT
+            return Tok.BOOL if lit in ("true", "false") else Tok.IDENT
+        if ch in ("#", "/"):
             self.scan_comment(ch)
-        elif ch == ".":
-            tok = Tok.PERIOD
-            ch = self.peek()
-            if _is_decimal(ch):
-                tok = Tok.FLOAT
-                ch = self.scan_mantissa(ch)
-                ch = self.scan_exponent(ch)
-        elif ch == "<":
-            tok = Tok.HEREDOC
+            return Tok.COMMENT
+        if ch == "<":
             self.scan_heredoc()
-        elif ch in _PUNCT:
-            tok = _PUNCT[ch]
-        elif ch == "-":
-            if _is_decimal(self.peek()):
-                ch = self.next()
-                tok = self.scan_number(ch)
-            else:
-                tok = Tok.SUB
-        else:
-            self.err("illegal char")
-        text = self.src[self.tok_start : self.i] if self.tok_start >= 0 else ""
-        self.tok_start = self.i
-        return Token(tok, text, pos)
+            return Tok.HEREDOC
+        if ch == "-":
+            return Tok.SUB
+        self.err("illegal char")
+        return Tok.ILLEGAL
 
     def scan_comment(self, ch: str) -> None:
         if ch == "#" or (ch == "/" and self.peek() != "*"):
@@ -634,34 +686,14 @@ class _Scanner(_ScannerBase):
                 ch = self.next()
                 if ch in ("8", "9"):
                     illegal_octal = True
-            if ch in ("e", "E"):
-                ch = self.scan_exponent(ch)
-                return Tok.FLOAT
-            if ch == ".":
-                ch = self.scan_fraction(ch)
-                if ch in ("e", "E"):
-                    ch = self.next()
-                    ch = self.scan_exponent(ch)
+            if self.float_tail(ch):
                 return Tok.FLOAT
             if illegal_octal:
                 self.err("illegal octal number")
             if ch != _EOF:
                 self.unread()
             return Tok.NUMBER
-        self.scan_mantissa(ch)
-        ch = self.next()
-        if ch in ("e", "E"):
-            ch = self.scan_exponent(ch)
-            return Tok.FLOAT
-        if ch == ".":
-            ch = self.scan_fraction(ch)
-            if ch in ("e", "E"):
-                ch = self.next()
-                ch = self.scan_exponent(ch)
-            return Tok.FLOAT
-        if ch != _EOF:
-            self.unread()
-        return Tok.NUMBER
+        return self.scan_decimal(ch)
 
     def scan_heredoc(self) -> None:
         if self.next() != "<":
@@ -720,19 +752,10 @@ def _heredoc_anchor(line: str, anchor: str) -> bool:
     return stripped[len(anchor) :].strip("\r") == ""
 
 
-_PUNCT = {
-    "[": Tok.LBRACK,
-    "]": Tok.RBRACK,
-    "{": Tok.LBRACE,
-    "}": Tok.RBRACE,
-    ",": Tok.COMMA,
-    "=": Tok.ASSIGN,
-    "+": Tok.ADD,
-}
-
-
 class _JsonScanner(_ScannerBase):
     """HCL 1's JSON scanner."""
+
+    punct = _JSON_PUNCT
 
     def next(self) -> str:
         ch = self._read()
@@ -744,67 +767,27 @@ class _JsonScanner(_ScannerBase):
         self.newline(ch)
         return ch
 
-    def scan(self) -> Token:
-        ch = self.next()
-        while ch in (" ", "\t", "\n", "\r"):
-            ch = self.next()
-        pos = self.start_token()
-        tok = Tok.ILLEGAL
+    def scan_other(self, ch: str) -> Tok:
         if _is_letter(ch):
             lit = self.scan_identifier()
             if lit in ("true", "false"):
-                tok = Tok.BOOL
-            elif lit == "null":
-                tok = Tok.NULL
-            else:
-                self.err("illegal char")
-        elif _is_decimal(ch):
-            tok = self.scan_number(ch)
-        elif ch == _EOF:
-            tok = Tok.EOF
-        elif ch == '"':
-            tok = Tok.STRING
-            self.scan_string()
-        elif ch == ".":
-            tok = Tok.PERIOD
-            ch = self.peek()
-            if _is_decimal(ch):
-                tok = Tok.FLOAT
-                ch = self.scan_mantissa(ch)
-                ch = self.scan_exponent(ch)
-        elif ch in _JSON_PUNCT:
-            tok = _JSON_PUNCT[ch]
+                return Tok.BOOL
+            if lit == "null":
+                return Tok.NULL
+            self.err("illegal char")
         elif ch == "-":
-            if _is_decimal(self.peek()):
-                ch = self.next()
-                tok = self.scan_number(ch)
-            else:
-                self.err("illegal char")
+            self.err("illegal char")
         else:
             self.err("illegal char: " + ch)
-        text = self.src[self.tok_start : self.i] if self.tok_start >= 0 else ""
-        self.tok_start = self.i
-        return Token(tok, text, pos)
+        return Tok.ILLEGAL
 
     def scan_number(self, ch: str) -> Tok:
         zero = ch == "0"
         before = (self.line, self.column, self.i)
-        self.scan_mantissa(ch)
-        ch = self.next()
-        if ch in ("e", "E"):
-            ch = self.scan_exponent(ch)
-            return Tok.FLOAT
-        if ch == ".":
-            ch = self.scan_fraction(ch)
-            if ch in ("e", "E"):
-                ch = self.next()
-                ch = self.scan_exponent(ch)
-            return Tok.FLOAT
-        if ch != _EOF:
-            self.unread()
-        if zero and before != (self.line, self.column, self.i):
+        tok = self.scan_decimal(ch)
+        if tok is Tok.NUMBER and zero and before != (self.line, self.column, self.i):
             self.err("numbers cannot start with 0")
-        return Tok.NUMBER
+        return tok
 
     def scan_digits(self, ch: str, base: int, n: int) -> str:
         while n > 0 and _digit_val(ch) < base:
@@ -814,16 +797,6 @@ class _JsonScanner(_ScannerBase):
             self.err("illegal char escape")
         self.unread()
         return ch
-
-
-_JSON_PUNCT = {
-    "[": Tok.LBRACK,
-    "]": Tok.RBRACK,
-    "{": Tok.LBRACE,
-    "}": Tok.RBRACE,
-    ",": Tok.COMMA,
-    ":": Tok.COLON,
-}
 
 
 # ------------------------------------------------------------------- parsing

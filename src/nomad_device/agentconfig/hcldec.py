@@ -257,7 +257,6 @@ class _BlockAttrs:
 Compiled: TypeAlias = (
     _Attr | _Literal | _Default | _Object | _Tuple | _Block | _BlockList | _BlockMap | _BlockAttrs
 )
-_BlockLike: TypeAlias = _Block | _BlockList | _BlockMap | _BlockAttrs
 
 
 def compile_spec(spec: hclspec.Spec) -> Compiled:
@@ -270,20 +269,15 @@ def _compile(spec: hclspec.Spec, implied: str) -> Compiled:
         return _Object(tuple((k, _compile(v, k)) for k, v in spec.attributes.items()))
     if isinstance(spec, hclspec.Array):
         return _Tuple(tuple(_compile(v, "") for v in spec.values))
-    if isinstance(spec, hclspec.Attr):
+    if isinstance(spec, hclspec.Attr | hclspec.BlockAttrs):
+        is_attr = isinstance(spec, hclspec.Attr)
         name = spec.name or implied
         ty = _type(spec.type)
         if not name:
-            raise SchemaError("Missing name in attribute spec")
-        return _Attr(name, ty, spec.required)
+            raise SchemaError(f"Missing name in {'attribute' if is_attr else 'block_attrs'} spec")
+        return (_Attr if is_attr else _BlockAttrs)(name, ty, spec.required)
     if isinstance(spec, hclspec.Block):
         return _Block(spec.name or implied, _compile(spec.nested, ""), spec.required)
-    if isinstance(spec, hclspec.BlockAttrs):
-        name = spec.name or implied
-        ty = _type(spec.type)
-        if not name:
-            raise SchemaError("Missing name in block_attrs spec")
-        return _BlockAttrs(name, ty, spec.required)
     if isinstance(spec, hclspec.BlockList | hclspec.BlockSet):
         kind = "block_set" if isinstance(spec, hclspec.BlockSet) else "block_list"
         name = spec.name or implied
@@ -773,19 +767,22 @@ class _Decoder:
     def block_value(self, spec: _Block, content: _Content) -> TV:
         blocks = self.find_blocks(spec.name, content)
         if len(blocks) > 1:
-            self.error(
-                f"Duplicate {spec.name} block",
-                f"Only one block of type {go_quote(spec.name)} is allowed. Previous definition was "
-                f"at {_at(blocks[0].where, blocks[0].path)}.",
-                blocks[1].where,
-                blocks[1].path,
-            )
+            self.duplicate_block(spec.name, blocks)
         if not blocks:
             if spec.required:
                 self.missing_block(spec.name, content)
             return None, implied_type(spec.nested)
         first = blocks[0]
         return self.decode_body(first.body, spec.nested, first.path)
+
+    def duplicate_block(self, name: str, blocks: list[_BlockInst]) -> None:
+        self.error(
+            f"Duplicate {name} block",
+            f"Only one block of type {go_quote(name)} is allowed. Previous definition was "
+            f"at {_at(blocks[0].where, blocks[0].path)}.",
+            blocks[1].where,
+            blocks[1].path,
+        )
 
     def missing_block(self, name: str, content: _Content) -> None:
         self.error(
@@ -906,13 +903,7 @@ class _Decoder:
                 self.missing_block(spec.name, content)
             return None, cty.Map(spec.elem)
         if len(blocks) > 1:
-            self.error(
-                f"Duplicate {spec.name} block",
-                f"Only one block of type {go_quote(spec.name)} is allowed. Previous definition was "
-                f"at {_at(blocks[0].where, blocks[0].path)}.",
-                blocks[1].where,
-                blocks[1].path,
-            )
+            self.duplicate_block(spec.name, blocks)
         block = blocks[0]
         if block.body.kind != "object":
             self.error(

@@ -20,12 +20,11 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import field
 from typing import TYPE_CHECKING, Final, NoReturn
 
 import grpc
 
-from nomad_device.frozen import frozen, set_field
+from nomad_device.frozen import frozen
 from nomad_device.goplugin import handshake as hs
 from nomad_device.goplugin import socketdirs
 from nomad_device.goplugin.hclog import TRACE, StdioCapture, install_plugin_logging
@@ -81,23 +80,7 @@ class ServeConfig:
     network: str | None = None
     log_level: int = TRACE
     on_stop: Callable[[], Awaitable[None]] | None = None
-    grpc_options: tuple[tuple[str, int | str], ...] = field(default=())
-
-    def __init__(
-        self,
-        handshake: hs.HandshakeConfig,
-        versions: Mapping[int, Registrar],
-        network: str | None = None,
-        log_level: int = TRACE,
-        on_stop: Callable[[], Awaitable[None]] | None = None,
-        grpc_options: tuple[tuple[str, int | str], ...] = (),
-    ) -> None:
-        set_field(self, "handshake", handshake)
-        set_field(self, "versions", versions)
-        set_field(self, "network", network)
-        set_field(self, "log_level", log_level)
-        set_field(self, "on_stop", on_stop)
-        set_field(self, "grpc_options", grpc_options)
+    grpc_options: tuple[tuple[str, int | str], ...] = ()
 
 
 class StartRefused(RuntimeError):

@@ -143,11 +143,17 @@ class _Relays:
     def __init__(self) -> None:
         self._writers: set[asyncio.StreamWriter] = set()
 
-    def add(self, *writers: asyncio.StreamWriter) -> None:
-        self._writers.update(writers)
-
-    def discard(self, *writers: asyncio.StreamWriter) -> None:
-        self._writers.difference_update(writers)
+    async def relay(
+        self,
+        a: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        b: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    ) -> None:
+        """:func:`_relay`, with both writers open to :meth:`abort_all` meanwhile."""
+        self._writers.update((a[1], b[1]))
+        try:
+            await _relay(a, b)
+        finally:
+            self._writers.difference_update((a[1], b[1]))
 
     def abort_all(self) -> None:
         for writer in list(self._writers):
@@ -207,11 +213,7 @@ class TLSTerminator:
             except OSError as exc:
                 log.warning("cannot reach the gRPC server behind TLS: %s", exc)
                 return
-            self._relays.add(writer, up_writer)
-            try:
-                await _relay((reader, writer), (up_reader, up_writer))
-            finally:
-                self._relays.discard(writer, up_writer)
+            await self._relays.relay((reader, writer), (up_reader, up_writer))
 
     def close(self) -> None:
         """Stop accepting, drop open connections, remove the private directory."""
@@ -307,11 +309,7 @@ class TLSBridge:
             except (OSError, ValueError) as exc:
                 log.warning("TLS connection to plugin at %s failed: %s", self._target, exc)
                 return
-            self._relays.add(writer, up_writer)
-            try:
-                await _relay((reader, writer), (up_reader, up_writer))
-            finally:
-                self._relays.discard(writer, up_writer)
+            await self._relays.relay((reader, writer), (up_reader, up_writer))
 
     def close(self) -> None:
         """Stop the bridge and remove its directory (idempotent)."""

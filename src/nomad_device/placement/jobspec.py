@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from typing import Any, Final
 
 from nomad_device.golang.version import parse_constraint
@@ -118,19 +117,7 @@ def load_job(
         raise JobError(
             f"{flag} is not supported by check (it reads literal jobspecs only): {RENDER_HINT}"
         )
-    if path == "-":
-        import sys
-
-        text = sys.stdin.read()
-        origin = "<stdin>"
-    else:
-        origin = path
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise JobError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise JobError(f"{path}: not UTF-8 text") from None
+    text, origin = jsonpos.read_input(path, JobError)
     return parse_job_text(text, origin, enterprise=enterprise)
 
 

@@ -2,13 +2,15 @@
 
 Python's ``json`` keeps no positions. This small reader does, and reads fields
 the way Go's ``encoding/json`` matches struct fields: an exact key first, else
-one that is equal ignoring case.
+one that is equal ignoring case. :func:`read_input` reads the file (or stdin)
+that the ``check`` command's readers parse.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = ["JSONError", "Located", "from_plain", "parse"]
@@ -24,8 +26,6 @@ class Located:
 
     value: Any
     line: int
-    #: For objects: key -> line of the key.
-    key_lines: dict[str, int] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -114,30 +114,27 @@ class _Reader:
     def obj(self, line: int) -> Located:
         self.pos += 1
         out: dict[str, Located] = {}
-        keys: dict[str, int] = {}
         self.skip()
         if self.text.startswith("}", self.pos):
             self.pos += 1
-            return Located(out, line, keys)
+            return Located(out, line)
         while True:
             self.skip()
             if not self.text.startswith('"', self.pos):
                 raise self.fail("expected a quoted key")
-            key_line = self.line
             key = self.value().value
             self.skip()
             if not self.text.startswith(":", self.pos):
                 raise self.fail("expected ':' after a key")
             self.pos += 1
             out[key] = self.value()
-            keys[key] = key_line
             self.skip()
             if self.text.startswith(",", self.pos):
                 self.pos += 1
                 continue
             if self.text.startswith("}", self.pos):
                 self.pos += 1
-                return Located(out, line, keys)
+                return Located(out, line)
             raise self.fail("expected ',' or '}'")
 
     def arr(self, line: int) -> Located:
@@ -157,6 +154,20 @@ class _Reader:
                 self.pos += 1
                 return Located(out, line)
             raise self.fail("expected ',' or ']'")
+
+
+def read_input(path: str, error: type[Exception]) -> tuple[str, str]:
+    """The text of file ``path`` (``-``: stdin) and its name for messages; ``error`` if unread."""
+    if path == "-":
+        import sys
+
+        return sys.stdin.read(), "<stdin>"
+    try:
+        return Path(path).read_text(encoding="utf-8"), path
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise error(f"{path}: not UTF-8 text") from None
 
 
 def parse(text: str) -> Located:

@@ -9,7 +9,6 @@ with ``AllocatedResources.Tasks[*].Devices[*].DeviceIDs``). ``nomad node status
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from nomad_device.model import DeviceGroup
@@ -46,37 +45,26 @@ class _Fields:
             raise self.fail(node, path, f"want a whole number, found {node.kind}")
         return value
 
-    def string(self, parent: jsonpos.Located, name: str, path: str) -> str:
-        node = parent.get(name)
-        if node is None or node.value is None:
-            return ""
-        if not isinstance(node.value, str):
-            raise self.fail(node, f"{path}.{name}", f"want a string, found {node.kind}")
-        return node.value
-
-    def boolean(self, parent: jsonpos.Located, name: str, path: str) -> bool | None:
+    def field(self, parent: jsonpos.Located, name: str, path: str, kind: type, want: str) -> Any:
+        """Field ``name`` of ``parent`` (None when absent or null), if it is a ``kind``."""
         node = parent.get(name)
         if node is None or node.value is None:
             return None
-        if not isinstance(node.value, bool):
-            raise self.fail(node, f"{path}.{name}", f"want a bool, found {node.kind}")
+        if not isinstance(node.value, kind):
+            raise self.fail(node, f"{path}.{name}", f"want {want}, found {node.kind}")
         return node.value
+
+    def string(self, parent: jsonpos.Located, name: str, path: str) -> str:
+        return self.field(parent, name, path, str, "a string") or ""
+
+    def boolean(self, parent: jsonpos.Located, name: str, path: str) -> bool:
+        return bool(self.field(parent, name, path, bool, "a bool"))
 
     def items(self, parent: jsonpos.Located, name: str, path: str) -> list[jsonpos.Located]:
-        node = parent.get(name)
-        if node is None or node.value is None:
-            return []
-        if not isinstance(node.value, list):
-            raise self.fail(node, f"{path}.{name}", f"want a list, found {node.kind}")
-        return node.value
+        return self.field(parent, name, path, list, "a list") or []
 
     def mapping(self, parent: jsonpos.Located, name: str, path: str) -> dict[str, Any]:
-        node = parent.get(name)
-        if node is None or node.value is None:
-            return {}
-        if not isinstance(node.value, dict):
-            raise self.fail(node, f"{path}.{name}", f"want an object, found {node.kind}")
-        return node.value
+        return self.field(parent, name, path, dict, "an object") or {}
 
     def obj(self, node: jsonpos.Located, path: str) -> jsonpos.Located:
         if not isinstance(node.value, dict):
@@ -179,7 +167,7 @@ def _devices(f: _Fields, node: jsonpos.Located, path: str) -> list[NodeDevices]:
             instances.append(
                 Instance(
                     f.string(inst, "ID", ipath),
-                    bool(f.boolean(inst, "Healthy", ipath)),
+                    f.boolean(inst, "Healthy", ipath),
                     f.string(inst, "HealthDescription", ipath),
                     bus,
                 )
@@ -237,7 +225,7 @@ def node_from_json(
         node_pool=f.string(node, "NodePool", path) or "default",
         status=f.string(node, "Status", path) or "ready",
         eligibility=f.string(node, "SchedulingEligibility", path) or "eligible",
-        draining=bool(f.boolean(node, "Drain", path))
+        draining=f.boolean(node, "Drain", path)
         or (drain_strategy is not None and drain_strategy.value is not None),
         computed_class=f.string(node, "ComputedClass", path),
         node_class=f.string(node, "NodeClass", path),
@@ -248,18 +236,7 @@ def node_from_json(
 
 def load_nodes(path: str) -> list[Node]:
     """``--node FILE``: one node object or a list of them (``-`` for stdin)."""
-    if path == "-":
-        import sys
-
-        text, origin = sys.stdin.read(), "<stdin>"
-    else:
-        origin = path
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise NodeError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise NodeError(f"{path}: not UTF-8 text") from None
+    text, origin = jsonpos.read_input(path, NodeError)
     try:
         root = jsonpos.parse(text)
     except jsonpos.JSONError as exc:

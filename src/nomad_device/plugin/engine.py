@@ -62,6 +62,7 @@ MAX_DEADLINES: Final = 1024
 WATCH_RESET_AFTER = 60.0
 
 T = TypeVar("T")
+_G = TypeVar("_G", DeviceGroup, DeviceGroupStats)
 
 
 class Deadlines:
@@ -148,49 +149,31 @@ class ProblemLog:
         self._last = current
 
 
-def _items(groups: object) -> list[object]:
-    return list(groups) if isinstance(groups, list | tuple) else [groups]
-
-
-def _group_problem(i: int, group: object) -> str | None:
-    if not isinstance(group, DeviceGroup):
-        return f"item {i} is a {type(group).__name__}, not a DeviceGroup"
-    issues = group.validate()
-    return f"group {group.key!r}: " + "; ".join(issues) if issues else None
-
-
-def _stats_problem(i: int, group: object) -> str | None:
-    if not isinstance(group, DeviceGroupStats):
-        return f"item {i} is a {type(group).__name__}, not a DeviceGroupStats"
-    issues = group.validate()
-    if not issues:
-        return None
-    return f"stats group {group.vendor}/{group.type}/{group.name}: " + "; ".join(issues)
+def _checked(groups: object, cls: type[_G]) -> tuple[list[_G], list[str]]:
+    """The items of ``groups`` Nomad would accept, and the problems of the others."""
+    kept: list[_G] = []
+    found: list[str] = []
+    for i, group in enumerate(groups if isinstance(groups, list | tuple) else [groups]):
+        if not isinstance(group, cls):
+            found.append(f"item {i} is a {type(group).__name__}, not a {cls.__name__}")
+        elif issues := group.validate():
+            if isinstance(group, DeviceGroup):
+                label = f"group {group.key!r}"
+            else:
+                label = f"stats group {group.vendor}/{group.type}/{group.name}"
+            found.append(f"{label}: " + "; ".join(issues))
+        else:
+            kept.append(group)
+    return kept, found
 
 
 def check_groups(groups: object) -> tuple[list[DeviceGroup], list[str]]:
     """The groups Nomad would accept, and the problems of the others."""
-    kept: list[DeviceGroup] = []
-    found: list[str] = []
-    for i, group in enumerate(_items(groups)):
-        problem = _group_problem(i, group)
-        if problem is None:
-            kept.append(group)  # type: ignore[arg-type]
-        else:
-            found.append(problem)
-    return kept, found
+    return _checked(groups, DeviceGroup)
 
 
 def check_stats(groups: object) -> tuple[list[DeviceGroupStats], list[str]]:
-    kept: list[DeviceGroupStats] = []
-    found: list[str] = []
-    for i, group in enumerate(_items(groups)):
-        problem = _stats_problem(i, group)
-        if problem is None:
-            kept.append(group)  # type: ignore[arg-type]
-        else:
-            found.append(problem)
-    return kept, found
+    return _checked(groups, DeviceGroupStats)
 
 
 def valid_groups(groups: object, problems: ProblemLog | None = None) -> tuple[DeviceGroup, ...]:

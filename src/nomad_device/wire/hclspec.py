@@ -81,11 +81,6 @@ class Attr:
     type: str
     required: bool = False
 
-    def __init__(self, name: str, type: str, required: bool = False) -> None:
-        set_field(self, "name", name)
-        set_field(self, "type", type)
-        set_field(self, "required", required)
-
 
 @frozen
 class Block:
@@ -95,11 +90,6 @@ class Block:
     nested: Spec
     required: bool = False
 
-    def __init__(self, name: str, nested: Spec, required: bool = False) -> None:
-        set_field(self, "name", name)
-        set_field(self, "nested", nested)
-        set_field(self, "required", required)
-
 
 @frozen
 class BlockAttrs:
@@ -108,11 +98,6 @@ class BlockAttrs:
     name: str
     type: str
     required: bool = False
-
-    def __init__(self, name: str, type: str, required: bool = False) -> None:
-        set_field(self, "name", name)
-        set_field(self, "type", type)
-        set_field(self, "required", required)
 
 
 @frozen
@@ -125,11 +110,7 @@ class BlockList:
     max_items: int = 0
 
     def __init__(self, name: str, nested: Spec, min_items: int = 0, max_items: int = 0) -> None:
-        _check_bounds(name, min_items, max_items)
-        set_field(self, "name", name)
-        set_field(self, "nested", nested)
-        set_field(self, "min_items", min_items)
-        set_field(self, "max_items", max_items)
+        _init_block_items(self, name, nested, min_items, max_items)
 
 
 @frozen
@@ -142,11 +123,7 @@ class BlockSet:
     max_items: int = 0
 
     def __init__(self, name: str, nested: Spec, min_items: int = 0, max_items: int = 0) -> None:
-        _check_bounds(name, min_items, max_items)
-        set_field(self, "name", name)
-        set_field(self, "nested", nested)
-        set_field(self, "min_items", min_items)
-        set_field(self, "max_items", max_items)
+        _init_block_items(self, name, nested, min_items, max_items)
 
 
 @frozen
@@ -172,9 +149,6 @@ class Literal:
 
     value: str
 
-    def __init__(self, value: str) -> None:
-        set_field(self, "value", value)
-
 
 @frozen
 class Default:
@@ -182,10 +156,6 @@ class Default:
 
     primary: Spec
     default: Spec
-
-    def __init__(self, primary: Spec, default: Spec) -> None:
-        set_field(self, "primary", primary)
-        set_field(self, "default", default)
 
 
 #: Any node of a schema: what ``config_schema()`` returns and ``to_proto`` converts.
@@ -195,11 +165,18 @@ Spec: TypeAlias = (
 """Any node of a schema tree."""
 
 
-def _check_bounds(name: str, min_items: int, max_items: int) -> None:
+def _init_block_items(
+    spec: BlockList | BlockSet, name: str, nested: Spec, min_items: int, max_items: int
+) -> None:
+    """A block list's or set's ``__init__``: the item bounds checked, then the fields set."""
     if min_items < 0 or max_items < 0:
         raise ValueError(f"block {name!r}: item bounds must not be negative")
     if max_items and min_items > max_items:
         raise ValueError(f"block {name!r}: min_items {min_items} exceeds max_items {max_items}")
+    set_field(spec, "name", name)
+    set_field(spec, "nested", nested)
+    set_field(spec, "min_items", min_items)
+    set_field(spec, "max_items", max_items)
 
 
 # ------------------------------------------------------------------- protobuf
@@ -268,14 +245,11 @@ def from_proto(pb: hclspec_pb2.Spec) -> Spec:
         return Block(msg.name, nested, msg.required)
     if kind == "block_attrs":
         return BlockAttrs(pb.block_attrs.name, pb.block_attrs.type, pb.block_attrs.required)
-    if kind == "block_list":
-        bl = pb.block_list
-        nested = _nested(bl.HasField("nested"), bl.nested, "block_list", bl.name)
-        return BlockList(bl.name, nested, bl.min_items, bl.max_items)
-    if kind == "block_set":
-        bs = pb.block_set
-        nested = _nested(bs.HasField("nested"), bs.nested, "block_set", bs.name)
-        return BlockSet(bs.name, nested, bs.min_items, bs.max_items)
+    if kind in ("block_list", "block_set"):
+        items = pb.block_list if kind == "block_list" else pb.block_set
+        nested = _nested(items.HasField("nested"), items.nested, kind, items.name)
+        cls = BlockList if kind == "block_list" else BlockSet
+        return cls(items.name, nested, items.min_items, items.max_items)
     if kind == "block_map":
         bm = pb.block_map
         nested = _nested(bm.HasField("nested"), bm.nested, "block_map", bm.name)

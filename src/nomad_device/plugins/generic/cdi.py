@@ -48,7 +48,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 from nomad_device.plugins.generic.yamlsubset import Map, Node, Scalar, Seq, YamlError, parse
@@ -1006,7 +1006,3 @@ def cgroup_access(node: DeviceNode) -> str:
     if node.permissions == NO_PERMISSIONS:
         return ""
     return node.permissions
-
-
-def with_host_path(node: DeviceNode, host: str) -> DeviceNode:
-    return replace(node, host_path=host)

@@ -190,7 +190,6 @@ class ProbeResult:
     reason: str  # "" when ok
     duration: float  # seconds
     finished: float  # time.monotonic()
-    finished_wall: float  # time.time()
     spec: ProbeSpec
 
 
@@ -316,7 +315,7 @@ def run_probe(target: ProbeTarget, processes: ProbeProcesses, what: str = "probe
 
     def result(ok: bool, reason: str) -> ProbeResult:
         end = time.monotonic()
-        return ProbeResult(ok, reason, end - start, end, time.time(), spec)
+        return ProbeResult(ok, reason, end - start, end, spec)
 
     program = spec.command[0] if spec.command else "(none)"
     if processes.closed:
@@ -502,7 +501,7 @@ class Prober:
             )
             reason = clean_reason(f"probe failed to run: {type(exc).__name__}: {exc}".encode())
             end = time.monotonic()
-            return ProbeResult(False, reason, end - start, end, time.time(), target.spec)
+            return ProbeResult(False, reason, end - start, end, target.spec)
 
     def close(self) -> None:
         """End every probe's process tree; no probe starts after this."""

@@ -49,7 +49,6 @@ __all__ = ["Checked", "PathCheck", "untrusted_dir"]
 
 #: Linux gives up after this many symlinks in one lookup (ELOOP).
 _MAX_LINKS: Final = 40
-_OTHERS_WRITE: Final = stat.S_IWGRP | stat.S_IWOTH
 
 
 @dataclass(frozen=True)
