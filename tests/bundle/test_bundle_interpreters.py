@@ -5,6 +5,8 @@
   cannot load the bundle's native modules are each passed over for the next
   candidate, or the bundle's own interpreter, in one line that names them;
   the verdict is kept per path and file, so a later launch runs none of them;
+- behind a shim, the file the shim picked runs, so a later change behind it
+  (another version made global) cannot stop the plugin;
 - the node's Python and the bundle's own run alternately from one cache
   without unpacking again;
 - probes (the generic plugin's reaper starts this interpreter again) work on
@@ -172,6 +174,32 @@ def test_a_python_that_cannot_run_the_bundle_is_passed_over(
     os.utime(fake, ns=(1, 1))
     _started(auto_bundle, env)
     assert len(count.read_text().split()) > len(runs)
+
+
+def test_a_change_behind_a_shim_cannot_stop_the_plugin(auto_bundle: Path, tmp_path: Path) -> None:
+    """A pyenv-like shim picks its Python on every run, from a file that no verdict can
+    see: the bundle runs the file the shim picked (proven on its own), so that making
+    another version global later (here one not installed) leaves the plugin starting."""
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    chosen = tmp_path / "version"  # pyenv's global version file
+    chosen.write_text(NODE_PYTHON)
+    shim = shims / "python3.11"
+    shim.write_text(
+        "#!/bin/sh\n"
+        f"read -r python < {chosen}\n"
+        '[ -x "$python" ] || { echo "pyenv: $python is not installed" >&2; exit 127; }\n'
+        'exec "$python" "$@"\n'
+    )
+    shim.chmod(0o755)
+    cache = str(tmp_path / "cache")
+    env = node_env(PATH=f"{shims}:{tmp_path / 'none'}", NOMAD_DEVICE_BUNDLE_CACHE=cache)
+    start, logs = _started(auto_bundle, env)
+    assert (start["interpreter"], start["python"]) == ("node", NODE_PYTHON)
+    chosen.write_text("/opt/pyenv/versions/3.11.9/bin/python3.11")
+    start, logs = _started(auto_bundle, env)
+    assert (start["interpreter"], start["python"]) == ("node", NODE_PYTHON)
+    assert not [e for e in logs if e.level in ("warn", "error")], logs
 
 
 def test_an_explicit_python_that_cannot_run_it_is_one_error_line(

@@ -269,7 +269,8 @@ def _clean(text: str, limit: int = 300) -> str:
 
 
 def read_verdicts(vfd: int) -> "dict[str, list[str]]":
-    """Each node Python's verdict for this version: path -> [stamp, "ok" or "no", detail]."""
+    """Each node Python's verdict for this version: path -> [stamp, "ok" or "no", detail,
+    the interpreter that runs for it, that one's stamp]."""
     try:
         fd = os.open(VERDICTS, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=vfd)
     except OSError:
@@ -281,7 +282,7 @@ def read_verdicts(vfd: int) -> "dict[str, list[str]]":
     found = {}  # type: dict[str, list[str]]
     for line in data.decode("utf-8", "replace").splitlines():
         parts = line.split("\t")
-        if len(parts) == 4 and parts[2] in ("ok", "no"):
+        if len(parts) == 6 and parts[2] in ("ok", "no"):
             found[parts[0]] = parts[1:]
     return found
 
@@ -308,14 +309,15 @@ def _write_verdicts(vfd: int, verdicts: "dict[str, list[str]]") -> None:
             pass
 
 
-#: What a candidate runs: it says what it is, then, if that is a version this
-#: bundle carries code for, runs this module from the zip at the bundle's end
-#: in proving mode. Any Python 3 parses it.
+#: What a candidate runs: it says what it is (and which file runs: a pyenv shim
+#: execs another), then, if that is a version this bundle carries code for, runs
+#: this module from the zip at the bundle's end in proving mode. Any Python 3
+#: parses it.
 _PROVER = (
     "import sys\n"
     "v=sys.version_info\n"
     "n=getattr(getattr(sys,'implementation',None),'name','unknown')\n"
-    "sys.stdout.write('" + PROOF + " '+n+' '+'.'.join(map(str,v[:3]))+'\\n')\n"
+    "sys.stdout.write('" + PROOF + " '+n+' '+'.'.join(map(str,v[:3]))+' '+sys.executable+'\\n')\n"
     "sys.stdout.flush()\n"
     "if n=='cpython' and '%d.%d'%v[:2] in sys.argv[3].split(','):\n"
     " sys.path.append(sys.argv[1])\n"
@@ -382,8 +384,9 @@ def _exit_reason(code: int, stderr: bytes) -> str:
     return status + (": " + _clean(said, 200) if said else "")
 
 
-def prove(python: str, claim: "list[int] | None", bundle: str) -> "tuple[bool, str, bool]":
-    """Whether ``python`` runs this bundle: (yes, its version or why not, a lasting verdict).
+def prove(python: str, claim: "list[int] | None", bundle: str) -> "tuple[bool, str, bool, str]":
+    """Whether ``python`` runs this bundle: (yes, its version or why not, a lasting verdict,
+    the file that ran: ``sys.executable``, another than ``python`` behind a shim).
 
     It must start, be a CPython of the version its name claims (or, unnamed,
     one this bundle carries code for), and import every native module the
@@ -406,18 +409,19 @@ def prove(python: str, claim: "list[int] | None", bundle: str) -> "tuple[bool, s
             start_new_session=True,
         )
     except OSError as exc:
-        return False, "cannot be run: %s" % (exc.strerror or exc), True
+        return False, "cannot be run: %s" % (exc.strerror or exc), True, python
     out, err, ended = _collect(child, PROOF_SECONDS)
     if not ended:
-        return False, "did not answer within %d s" % PROOF_SECONDS, True
+        return False, "did not answer within %d s" % PROOF_SECONDS, True, python
     said = [
-        line[len(PROOF) + 1 :].split(" ", 1)
+        line[len(PROOF) + 1 :]
         for line in out.decode("utf-8", "replace").splitlines()
         if line.startswith(PROOF + " ")
     ]
     if not said:
-        return False, _exit_reason(child.returncode, err), True
-    impl, version = (said[0] + [""])[:2]
+        return False, _exit_reason(child.returncode, err), True, python
+    impl, version, ran = [*said[0].split(" ", 2), "", ""][:3]
+    ran = ran if ran.startswith("/") else python
     if impl != "cpython" or version.split(".")[:2] not in [[str(n) for n in v] for v in wanted]:
         what = "is %s %s" % (
             "CPython" if impl == "cpython" else impl,
@@ -425,17 +429,17 @@ def prove(python: str, claim: "list[int] | None", bundle: str) -> "tuple[bool, s
         )
         if claim:
             what += ", not %d.%d as its name says" % tuple(claim)
-        return False, _clean(what), True
-    last = said[-1]
+        return False, _clean(what), True, ran
+    last = said[-1].split(" ", 1)
     if last[0] == "ok" and child.returncode == 0:
         # Its own lines (it may have unpacked its part) belong to this launch's log.
         for line in err.decode("utf-8", "replace").splitlines():
             if line.startswith('{"@level"') and not line.startswith('{"@level": "debug"'):
                 log_line(line)
-        return True, _clean(version, 40), True
+        return True, _clean(version, 40), True, ran
     if last[0] == "no" and len(last) == 2:
-        return False, _clean(last[1]), True
-    return False, _exit_reason(child.returncode, err), False
+        return False, _clean(last[1]), True, ran
+    return False, _exit_reason(child.returncode, err), False, ran
 
 
 def choose_python(bundle: str, vfd: int) -> "str | None":
@@ -461,16 +465,27 @@ def choose_python(bundle: str, vfd: int) -> "str | None":
     for path, claim in candidates:
         stamp = _stamp(path)
         known = verdicts.get(path)
-        if stamp is not None and known is not None and known[0] == stamp:
-            ok, detail = known[1] == "ok", known[2]
+        if stamp is not None and known and known[0] == stamp and _stamp(known[3]) == known[4]:
+            ok, detail, runs = known[1] == "ok", known[2], known[3]
         else:
-            ok, detail, lasting = prove(path, claim, bundle)
+            ok, detail, lasting, runs = prove(path, claim, bundle)
             fresh = True
-            if lasting and stamp is not None and "\t" not in path and "\n" not in path:
-                verdicts[path] = [stamp, "ok" if ok else "no", detail]
+            # A shim (pyenv's) picks its Python anew on every run: run the file it picked,
+            # once that file has proven itself too, so that a later change behind the shim
+            # (another version made global, this one uninstalled) cannot stop the plugin.
+            # A wrapper whose file cannot run alone (it sets up an environment) is kept.
+            if not ok or override or (runs != path and not prove(runs, claim, bundle)[0]):
+                runs = path
+            if (
+                lasting
+                and stamp is not None
+                and "\t" not in path + runs
+                and "\n" not in path + runs
+            ):
+                verdicts[path] = [stamp, "ok" if ok else "no", detail, runs, _stamp(runs) or ""]
                 changed = True
         if ok:
-            chosen = path
+            chosen = runs
             break
         if override:
             if changed:
