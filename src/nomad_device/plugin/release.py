@@ -208,7 +208,10 @@ class Tracker:
         fields = {"alloc_id": release.alloc, "ids": ",".join(release.ids)}
         if release.name:
             fields["alloc_name"] = release.name
-        log.info("devices released", extra=fields)
+        if release.alloc in self._backoffs:  # a retry: said once, when they were released
+            log.debug("cleaning released devices again", extra=fields)
+        else:
+            log.info("devices released", extra=fields)
         failed: dict[str, str] = {}
         if not getattr(type(plugin).released, "nothing_to_do", False):
             try:

@@ -193,9 +193,13 @@ def test_a_released_device_is_cleaned_once_and_nothing_is_placed_on_it_meanwhile
     code, report = check(tmp_path, watch.groups[cleaning])
     assert code == 1, report  # one healthy device left: nothing is placed
     assert 'dev0 unhealthy ("being cleaned after a1")' in report
+    # Stats say so too (their summary is what `nomad node status -verbose` shows).
+    wait_until(lambda: _state(launched, "dev0") == (False, "being cleaned after a1"))
+    assert _state(launched, "dev1") == (True, "healthy")
 
     go.touch()
     clean = watch.wait(lambda m: m["dev0"] == (True, ""), after=cleaning)
+    wait_until(lambda: _state(launched, "dev0") == (True, "healthy"))
     assert check(tmp_path, watch.groups[clean])[0] == 0
     assert journal(tmp_path) == ["dev0 a1"]
     env = (tmp_path / "env-dev0").read_text()
@@ -210,6 +214,17 @@ def test_a_released_device_is_cleaned_once_and_nothing_is_placed_on_it_meanwhile
     watch.wait(lambda m: m == {"dev0": (True, ""), "dev1": (True, "")}, after=clean)
     for entry in launched.logs:  # type: ignore[attr-defined]
         assert TOKEN not in entry.message + repr(dict(entry.fields))
+
+
+def _state(launched: object, device_id: str) -> tuple[bool, str]:
+    """What the plugin's stats say of a device: its ``healthy`` stat and its summary."""
+    with launched.client.stats(0.1) as stats:  # type: ignore[attr-defined]
+        for group in stats.next(10):
+            found = group.instance_stats.get(device_id)
+            if found is not None:
+                healthy = found.stats.attributes["healthy"].bool_value
+                return bool(healthy), str(found.summary.string_value)
+    raise AssertionError(f"no stats for {device_id}")
 
 
 def _held_stats(launched: object) -> str:
@@ -246,15 +261,23 @@ def test_a_failing_release_command_gives_its_reason_and_is_tried_again(
 ) -> None:
     fixed = tmp_path / "fixed"
     body = f'[ -e {fixed} ] && exit 0; echo "dev is busy: $GENERIC_DEVICE_PATH"; exit 3'
-    _, watch = start(launch, tree, config(tmp_path, agent, ReleaseBlock(script(tmp_path, body))))
+    launched, watch = start(
+        launch, tree, config(tmp_path, agent, ReleaseBlock(script(tmp_path, body)))
+    )
     agent.place("a1", [(*GROUP, ["dev0", "dev1"])], status="running")
     agent.set_status("a1", "complete")
     busy = watch.wait(lambda m: m["dev0"][1].startswith("cleaning after a1 failed: dev is busy: /"))
     assert watch.messages[busy]["dev0"][0] is False
+    wait_until(lambda: _state(launched, "dev0")[1].startswith("cleaning after a1 failed: dev is"))
+    assert _state(launched, "dev0")[0] is False
     fixed.touch()
     watch.wait(lambda m: m == {"dev0": (True, ""), "dev1": (True, "")}, after=busy)
+    wait_until(lambda: _state(launched, "dev0") == (True, "healthy"))
     lines = journal(tmp_path)
     assert lines.count("dev0 a1") >= 2 and lines.count("dev1 a1") >= 2
+    # Released once, cleaned more than once: the log says the release once.
+    said = [e for e in launched.logs if e.message == "devices released"]  # type: ignore[attr-defined]
+    assert len(said) == 1, [(e.level, e.message) for e in launched.logs]  # type: ignore[attr-defined]
 
 
 def _with_argument(marker: str) -> list[int]:

@@ -131,6 +131,8 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
         # The block of every device instance ever reported: a released device that is
         # gone now still has its block's release command waiting for it.
         self._block_of: dict[str, str] = {}
+        # Why the last cleaning of a device failed, until one succeeds (for Stats).
+        self._clean_failed: dict[str, str] = {}
         # Only detect() touches these (the engine runs one detect at a time).
         self._scan_lock = threading.Lock()
         self._first_kind: dict[Key, str] = {}
@@ -448,7 +450,16 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
     def stats(self) -> list[DeviceGroupStats]:
         with self._lock:
             snapshot, reservations = self._snapshot, dict(self._reservations)
-        return collect(snapshot, reservations)
+            failed = dict(self._clean_failed)
+        # A device being cleaned is unhealthy in Stats too, as in the fingerprint: the
+        # stats' summary is what `nomad node status -verbose` shows of it.
+        cleaning = {
+            device_id: f"cleaning after {alloc} failed: {failed[device_id]}"
+            if device_id in failed
+            else f"being cleaned after {alloc}"
+            for device_id, alloc in self.cleaning().items()
+        }
+        return collect(snapshot, reservations, cleaning)
 
     # -- cleaning after a release ------------------------------------------------------------
 
@@ -501,6 +512,10 @@ class GenericDevicePlugin(DevicePlugin[GenericConfig]):
                 self.log.info("device cleaned after its release", extra=fields)
             else:
                 failed[device_id] = result.reason
+        with self._lock:
+            for device_id in device_ids:
+                self._clean_failed.pop(device_id, None)
+            self._clean_failed.update(failed)
         return failed
 
     def _clean(self, target: ProbeTarget) -> ProbeResult:

@@ -5,7 +5,7 @@ device's state in words (``healthy``, or why not); the details:
 
 | stat | meaning |
 | --- | --- |
-| ``healthy``, ``present`` | the verdict, and whether it is still plugged in |
+| ``healthy``, ``present`` | the verdict (not while cleaned), and whether it is plugged in |
 | ``nodes`` | the host paths it brings, comma-separated |
 | ``reservations`` | Reserve calls that named it since the plugin started |
 | ``size`` | block devices: bytes |
@@ -28,11 +28,15 @@ from nomad_device.plugins.generic.inventory import Entry, Snapshot, group_name
 __all__ = ["collect"]
 
 
-def _device_stats(entry: Entry, reservations: int, now: float) -> tuple[StatValue, StatObject]:
+def _device_stats(
+    entry: Entry, reservations: int, now: float, cleaning: str | None = None
+) -> tuple[StatValue, StatObject]:
     found = entry.found
-    summary = StatValue(string_value="healthy" if entry.healthy else entry.reason, desc="state")
+    healthy = entry.healthy and cleaning is None
+    reason = cleaning if cleaning is not None else entry.reason
+    summary = StatValue(string_value="healthy" if healthy else reason, desc="state")
     values: dict[str, StatValue] = {
-        "healthy": StatValue(bool_value=entry.healthy, desc="usable by new allocations"),
+        "healthy": StatValue(bool_value=healthy, desc="usable by new allocations"),
         "present": StatValue(bool_value=entry.present, desc="plugged in"),
         "nodes": StatValue(
             string_value=",".join(n.task_path for n in found.all_nodes), desc="device nodes"
@@ -84,17 +88,26 @@ def _device_stats(entry: Entry, reservations: int, now: float) -> tuple[StatValu
 
 
 def collect(
-    snapshot: Snapshot, reservations: Mapping[tuple[str, str], int]
+    snapshot: Snapshot,
+    reservations: Mapping[tuple[str, str], int],
+    cleaning: Mapping[str, str] | None = None,
 ) -> list[DeviceGroupStats]:
+    """Each device's stats; an instance in ``cleaning`` (ID -> why) is unhealthy for it."""
     stamp = _dt.datetime.now(_dt.UTC)
     now = time.monotonic()
+    cleaning = cleaning or {}
     groups: dict[tuple[str, str, str], dict[str, DeviceStats]] = {}
     for entry in snapshot.entries:
         kind = entry.kind
-        summary, details = _device_stats(entry, reservations.get(entry.key, 0), now)
+        count = reservations.get(entry.key, 0)
+        summary, details = _device_stats(entry, count, now)
         stats = DeviceStats(summary, details, stamp)
         key = (kind.vendor, kind.type, group_name(kind, entry))
         instances = groups.setdefault(key, {})
         for instance in entry.instance_ids():
-            instances[instance] = stats
+            why = cleaning.get(instance)
+            if why is None:
+                instances[instance] = stats
+            else:
+                instances[instance] = DeviceStats(*_device_stats(entry, count, now, why), stamp)
     return [DeviceGroupStats(v, t, n, instances) for (v, t, n), instances in groups.items()]
